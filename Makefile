@@ -1,0 +1,40 @@
+# Entry points named in README.md. `make test` is what CI runs (.ci/run).
+PYTHON ?= python3
+VENV ?= $(CURDIR)/.venv
+BIN := $(VENV)/bin
+COLLECTIONS := $(CURDIR)/.tmp/collections
+COLLECTION := $(COLLECTIONS)/ansible_collections/gpufleet/preflight
+export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
+export PATH := $(BIN):$(PATH)
+
+.PHONY: setup preflight test system-deps sanity units integration lint build-check fleet bench clean
+
+setup: $(VENV)/.installed $(COLLECTION)
+
+$(VENV)/.installed: requirements.txt requirements-dev.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -r requirements-dev.txt
+	touch $@
+
+$(COLLECTION):
+	mkdir -p $(dir $@)
+	ln -sfn $(CURDIR) $@
+
+preflight: setup
+	$(BIN)/ansible-playbook playbooks/preflight.yml
+
+test: setup system-deps
+	tests/run-all.sh
+
+system-deps:
+	tests/system-deps.sh
+
+sanity units integration lint build-check fleet: setup
+	tests/run-all.sh $@
+
+bench: setup system-deps
+	bench/run-all.sh
+
+clean:
+	rm -rf .tmp tests/output reports
