@@ -1,0 +1,161 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Plan a CUDA build's parallelism from the memory a node really has (pure; used by the
+``build_jobs`` filter on the controller and by ``guarded_build`` on the node).
+
+    jobs x nvcc_threads x memory_per_thread <= available - reserve
+    jobs x nvcc_threads                     <= usable cpus
+
+A concurrent nvcc thread takes 3-5 GB (flash-attention, onnxruntime measurements), so the default
+is 5 GiB per thread; sgl-kernel's own default of 32 threads per compile is what made ``-j20``
+OOM a 449 GiB node.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible.module_utils.six import integer_types, string_types
+
+from ansible_collections.gpufleet.preflight.plugins.module_utils._human import human, parse_size
+
+GIB = 1024 ** 3
+DEFAULT_MEMORY_PER_THREAD = 5 * GIB
+MIN_RESERVE = 8 * GIB
+RESERVE_FRACTION = 0.10
+
+
+def _short(num_bytes):
+    """``human()`` without a trailing ``.0`` (``5Gi``, not ``5.0Gi``) for the one-line reason."""
+    text = human(num_bytes)
+    return text.replace(".0", "") if ".0" in text else text
+
+
+def default_reserve(total_bytes):
+    """max(8 GiB, 10 % of the effective total): room for the OS, sshd and the page cache."""
+    return max(MIN_RESERVE, int(total_bytes * RESERVE_FRACTION))
+
+
+def _positive_int(name, value, allow_none=False, minimum=1):
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool):
+        raise ValueError("%s must be a whole number, got %r" % (name, value))
+    if isinstance(value, string_types):
+        text = value.strip()
+        if not text.isdigit():
+            raise ValueError("%s must be a whole number, got %r" % (name, value))
+        value = int(text)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if not isinstance(value, integer_types):
+        raise ValueError("%s must be a whole number, got %r" % (name, value))
+    if value < minimum:
+        raise ValueError("%s must be at least %d, got %d" % (name, minimum, value))
+    return value
+
+
+def _size(name, value):
+    try:
+        return parse_size(value)
+    except ValueError as exc:
+        raise ValueError("%s: %s" % (name, exc))
+
+
+def memory_from_facts(memory_facts):
+    """(available_bytes, total_bytes) from ``gpufleet_memory`` (``effective.*``) or a whole ``ansible_facts``."""
+    if not isinstance(memory_facts, dict):
+        raise ValueError("memory facts must be the gpufleet_memory dict, got %s" % type(memory_facts).__name__)
+    if "gpufleet_memory" in memory_facts:
+        memory_facts = memory_facts["gpufleet_memory"]
+    effective = memory_facts.get("effective")
+    if not isinstance(effective, dict):
+        raise ValueError("memory facts have no 'effective' section; gather node_facts with the memory subset")
+    available = effective.get("available_bytes")
+    total = effective.get("total_bytes")
+    if available is None or total is None:
+        raise ValueError("memory facts lack effective.available_bytes / effective.total_bytes")
+    return _size("effective.available_bytes", available), _size("effective.total_bytes", total)
+
+
+def cpus_from_value(cpus):
+    """An int, or the ``cpus`` facts dict (its ``usable``), or a whole ``ansible_facts`` with ``gpufleet_cpus``."""
+    if isinstance(cpus, dict):
+        if "gpufleet_cpus" in cpus:
+            cpus = cpus["gpufleet_cpus"]
+        cpus = cpus.get("usable")
+    return _positive_int("cpus", cpus)
+
+
+def plan_jobs(available_bytes, total_bytes, cpus, memory_per_thread=DEFAULT_MEMORY_PER_THREAD,
+              nvcc_threads=1, reserve=None, min_jobs=1, max_jobs=None):
+    """The job count and why. Returns
+    ``{jobs, fits, reason, budget_bytes, per_job_bytes, reserve_bytes, memory_jobs, cpu_jobs, ...}``.
+
+    ``budget_bytes`` (available - reserve) is the memory the build may use: the cgroup limit
+    ``guarded_build`` sets. ``fits`` is false when even ``min_jobs`` jobs do not fit in it;
+    running out of CPUs only slows a build down, so CPUs never make a plan not fit.
+    """
+    available = _size("available", available_bytes)
+    total = _size("total", total_bytes)
+    cpus = _positive_int("cpus", cpus)
+    per_thread = _size("memory_per_thread", memory_per_thread)
+    if per_thread <= 0:
+        raise ValueError("memory_per_thread must be more than 0")
+    threads = _positive_int("nvcc_threads", nvcc_threads)
+    reserve_bytes = default_reserve(total) if reserve is None else _size("reserve", reserve)
+    min_jobs = _positive_int("min_jobs", min_jobs)
+    max_jobs = _positive_int("max_jobs", max_jobs, allow_none=True)
+    if max_jobs is not None and max_jobs < min_jobs:
+        raise ValueError("max_jobs (%d) is below min_jobs (%d)" % (max_jobs, min_jobs))
+
+    budget = max(0, available - reserve_bytes)
+    per_job = threads * per_thread
+    memory_jobs = budget // per_job
+    cpu_jobs = cpus // threads
+
+    jobs = min(memory_jobs, cpu_jobs)
+    bound = "memory" if memory_jobs <= cpu_jobs else "cpus"
+    if max_jobs is not None and jobs > max_jobs:
+        jobs, bound = max_jobs, "max_jobs"
+    if jobs < min_jobs:
+        jobs, bound = min_jobs, "min_jobs"
+    fits = memory_jobs >= jobs
+
+    basis = "%s available - %s reserve over %d thread%s x %s" % (
+        _short(available), _short(reserve_bytes), threads, "" if threads == 1 else "s", _short(per_thread))
+    if not fits:
+        reason = ("does not fit: %s = %s budget, below %d job%s of %s (%d x %s); "
+                  "raise memory or lower nvcc threads / memory_per_thread" % (
+                      basis, _short(budget), jobs, "" if jobs == 1 else "s",
+                      _short(per_job * jobs), threads, _short(per_thread)))
+    else:
+        reason = "jobs=%d: %s (memory allows %d, %d cpus allow %d; bound by %s)" % (
+            jobs, basis, memory_jobs, cpus, cpu_jobs, bound)
+    return {
+        "jobs": jobs,
+        "fits": fits,
+        "reason": reason,
+        "bound_by": bound,
+        "budget_bytes": budget,
+        "budget_human": human(budget),
+        "per_job_bytes": per_job,
+        "per_job_human": human(per_job),
+        "reserve_bytes": reserve_bytes,
+        "reserve_human": human(reserve_bytes),
+        "available_bytes": available,
+        "total_bytes": total,
+        "memory_jobs": memory_jobs,
+        "cpu_jobs": cpu_jobs,
+        "cpus": cpus,
+        "nvcc_threads": threads,
+        "memory_per_thread_bytes": per_thread,
+        "concurrent_threads": jobs * threads,
+    }
+
+
+def plan_from_facts(memory_facts, cpus, **options):
+    """:func:`plan_jobs` fed from ``gpufleet_memory`` facts and an int or ``cpus`` facts."""
+    available, total = memory_from_facts(memory_facts)
+    return plan_jobs(available, total, cpus_from_value(cpus), **options)

@@ -1,0 +1,293 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Recent OOM kills and GPU Xid errors from the kernel log -> ``gpufleet_kernel_events``.
+
+Pure parsers turn a log (``/dev/kmsg`` records, ``dmesg --time-format iso`` or ``journalctl -k -o short-unix``
+lines) into ``(epoch_seconds, message)`` entries, and entries into events. ``collect_kernel_events`` at the
+bottom reads whichever log is readable and says which one it was, or why none was.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import datetime
+import errno
+import os
+import re
+import time
+
+from ansible_collections.gpufleet.preflight.plugins.module_utils._run import run_with_timeout
+
+# Xid codes GPU health checks treat as fatal (need a reset or reboot, or mean lost/damaged hardware).
+FATAL_XIDS = frozenset((48, 56, 57, 58, 62, 63, 64, 65, 68, 69, 73, 74, 79, 80, 81, 92, 119, 120))
+
+_KMSG_RE = re.compile(r"^(\d+),(\d+),(\d+),[^;]*;(.*)$")
+_HEX_ESCAPE_RE = re.compile(r"\\x([0-9a-fA-F]{2})")
+_DMESG_ISO_RE = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)[,.](\d+)([+-]\d\d:?\d\d|Z)?\s(.*)$")
+_DMESG_RAW_RE = re.compile(r"^\[\s*(\d+\.\d+)\]\s?(.*)$")
+_JOURNAL_RE = re.compile(r"^(\d+(?:\.\d+)?)\s+\S+\s+kernel:\s?(.*)$")
+
+_OOM_PREFIX = r"(Memory cgroup out of memory|Out of memory(?: \(oom_kill_allocating_task\))?)"
+_KILLED_RE = re.compile(r"(?:" + _OOM_PREFIX + r": )?Killed process (\d+) \((.*?)\)(?: total-vm|,|\s|$)")
+_KILL_OLD_RE = re.compile(_OOM_PREFIX + r": Kill process (\d+) \((.*?)\) score (-?\d+) or sacrifice child")
+_OOM_INFO_RE = re.compile(r"oom-kill:(\S+)")
+_TASK_IN_RE = re.compile(r"Task in (\S+) killed as a result of limit of (\S+)")
+_XID_RE = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f:.]+)\): (\d+),\s*(.*)$")
+
+
+def unescape_kmsg(text):
+    r"""/dev/kmsg escapes unprintable bytes as ``\xNN``."""
+    return _HEX_ESCAPE_RE.sub(lambda match: chr(int(match.group(1), 16)), text)
+
+
+def parse_kmsg(text, boot_epoch):
+    """``/dev/kmsg`` records (``prio,seq,usec,flags;message`` then `` KEY=value`` continuation lines) -> entries.
+
+    ``usec`` counts from boot; ``boot_epoch`` (now - uptime) turns it into epoch seconds (None keeps it None).
+    """
+    entries = []
+    for line in (text or "").splitlines():
+        if not line or line.startswith(" "):
+            continue
+        match = _KMSG_RE.match(line)
+        if not match:
+            continue
+        usec = int(match.group(3))
+        when = None if boot_epoch is None else boot_epoch + usec / 1e6
+        entries.append((when, unescape_kmsg(match.group(4))))
+    return entries
+
+
+def _iso_to_epoch(stamp, fraction, zone):
+    moment = datetime.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S")
+    offset = 0
+    if zone and zone != "Z":
+        digits = zone.replace(":", "")
+        offset = (int(digits[1:3]) * 3600 + int(digits[3:5]) * 60) * (-1 if digits[0] == "-" else 1)
+    epoch = (moment - datetime.datetime(1970, 1, 1)).total_seconds() - offset
+    return epoch + float("0." + fraction)
+
+
+def parse_dmesg(text, boot_epoch=None):
+    """``dmesg --time-format iso`` lines (absolute) or plain ``dmesg`` ``[ sec.usec]`` lines (from boot) -> entries."""
+    entries = []
+    for line in (text or "").splitlines():
+        match = _DMESG_ISO_RE.match(line)
+        if match:
+            entries.append((_iso_to_epoch(match.group(1), match.group(2), match.group(3)), match.group(4)))
+            continue
+        match = _DMESG_RAW_RE.match(line)
+        if match:
+            when = None if boot_epoch is None else boot_epoch + float(match.group(1))
+            entries.append((when, match.group(2)))
+    return entries
+
+
+def parse_journal(text):
+    """``journalctl -k -o short-unix`` lines (``1732890000.123456 host kernel: message``) -> entries."""
+    entries = []
+    for line in (text or "").splitlines():
+        match = _JOURNAL_RE.match(line)
+        if match:
+            entries.append((float(match.group(1)), match.group(2)))
+    return entries
+
+
+def parse_oom_info(message):
+    """``oom-kill:constraint=CONSTRAINT_MEMCG,...,task_memcg=/x/y,task=python3,pid=4425,uid=0`` -> dict or None."""
+    match = _OOM_INFO_RE.search(message)
+    if not match:
+        return None
+    info = {}
+    for part in match.group(1).split(","):
+        if "=" in part:
+            key, value = part.split("=", 1)
+            info[key] = value
+    return info
+
+
+def _age(when, now):
+    return None if when is None else max(0.0, round(now - when, 3))
+
+
+def find_events(entries, now):
+    """Entries (in log order) -> ``(oom_kills, xids)``, each event with its time and age."""
+    oom_kills = []
+    xids = []
+    pending_info = {}   # pid -> oom-kill: details, printed just before the kill
+    pending_scope = {}  # pid -> prefix of a pre-5.1 "Kill process ... or sacrifice child" line
+    last_task_in = None
+    for when, message in entries:
+        info = parse_oom_info(message)
+        if info is not None:
+            pending_info[info.get("pid")] = info
+            continue
+        match = _TASK_IN_RE.search(message)
+        if match:
+            last_task_in = match.group(1)
+            continue
+        match = _KILL_OLD_RE.search(message)
+        if match:
+            pending_scope[match.group(2)] = match.group(1)
+            continue
+        match = _KILLED_RE.search(message)
+        if match:
+            scope, pid, name = match.group(1), match.group(2), match.group(3)
+            scope = scope or pending_scope.pop(pid, None)
+            info = pending_info.pop(pid, {})
+            constraint = info.get("constraint")
+            if constraint:
+                is_global = constraint == "CONSTRAINT_NONE"
+            elif scope:
+                is_global = not scope.startswith("Memory cgroup")
+            else:
+                is_global = None
+            oom_kills.append({
+                "time": when,
+                "age_seconds": _age(when, now),
+                "process": name,
+                "pid": int(pid),
+                "constraint": constraint,
+                "cgroup": info.get("task_memcg") or (last_task_in if is_global is False else None),
+                "oom_cgroup": info.get("oom_memcg"),
+                "global": is_global,
+                "message": message.strip(),
+            })
+            last_task_in = None
+            continue
+        match = _XID_RE.search(message)
+        if match:
+            code = int(match.group(2))
+            xids.append({
+                "time": when,
+                "age_seconds": _age(when, now),
+                "pci": match.group(1),
+                "code": code,
+                "fatal": code in FATAL_XIDS,
+                "message": match.group(3).strip(),
+            })
+    return oom_kills, xids
+
+
+def within_window(events, window_seconds):
+    """Events no older than ``window_seconds``; an event whose time is unknown is kept (it may be recent)."""
+    return [event for event in events if event["age_seconds"] is None or event["age_seconds"] <= window_seconds]
+
+
+def empty_events(window_seconds, message):
+    return {"source": None, "readable": False, "message": message, "window_seconds": window_seconds,
+            "oom_kills": [], "xids": []}
+
+
+# ---- I/O below: /dev/kmsg, dmesg, journalctl ---------------------------------------------------------------
+
+
+def read_boot_epoch(root="/", now=None):
+    """Epoch seconds of boot: now - ``/proc/uptime`` (CLOCK_BOOTTIME when /proc is not readable)."""
+    now = time.time() if now is None else now
+    try:
+        with open(os.path.join(root, "proc/uptime")) as handle:
+            return now - float(handle.read().split()[0])
+    except (IOError, OSError, ValueError, IndexError):
+        boottime = getattr(time, "CLOCK_BOOTTIME", None)
+        if boottime is None or root not in ("/", ""):
+            return None
+        return now - time.clock_gettime(boottime)
+
+
+def read_kmsg(root="/"):
+    """Every record still in the kernel ring buffer, read non-blocking until EAGAIN: ``(text, error)``.
+
+    Each read returns one record; EPIPE means the reader fell behind and records were overwritten (skip on).
+    """
+    path = os.path.join(root, "dev/kmsg")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        return None, "%s: %s" % (path, exc.strerror or exc)
+    chunks = []
+    try:
+        while True:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError as exc:
+                if exc.errno == errno.EAGAIN:
+                    break
+                if exc.errno == errno.EPIPE:
+                    continue
+                if not chunks:
+                    return None, "%s: %s" % (path, exc.strerror or exc)
+                break
+            if not chunk:  # a regular file (fixture trees) ends here
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    text = b"".join(chunks).decode("utf-8", "replace")
+    if not text.endswith("\n") and text:
+        text += "\n"
+    return text, None
+
+
+def _read_dmesg(run, timeout, boot_epoch):
+    rc, out, err = run(["dmesg", "--time-format", "iso"], timeout)
+    if rc == 0:
+        return parse_dmesg(out), None
+    # util-linux before 2.26 has no --time-format: take the seconds-since-boot form.
+    rc2, out2, err2 = run(["dmesg"], timeout)
+    if rc2 == 0:
+        return parse_dmesg(out2, boot_epoch), None
+    why = err2 or err or out2 or "exit %s" % rc2
+    return None, "dmesg: %s" % ("timed out" if rc2 is None else " ".join(why.split())[:200])
+
+
+def _read_journal(run, timeout):
+    rc, out, err = run(["journalctl", "-k", "-o", "short-unix", "--no-pager"], timeout)
+    if rc != 0:
+        why = err or out or "exit %s" % rc
+        return None, "journalctl: %s" % ("timed out" if rc is None else " ".join(why.split())[:200])
+    if "No journal files were found" in (err or "") + (out or ""):
+        return None, "journalctl: no journal files were found"
+    return parse_journal(out), None
+
+
+def collect_kernel_events(window_seconds=86400, run=run_with_timeout, root="/", now=None,
+                          sources=("kmsg", "dmesg", "journal"), timeout=15):
+    """``gpufleet_kernel_events``: OOM kills and Xid errors no older than ``window_seconds``.
+
+    The first readable of ``sources`` is used: /dev/kmsg (root, or kernel.dmesg_restrict=0), ``dmesg``,
+    then ``journalctl -k``; ``message`` says which, or why none was readable.
+    """
+    now = time.time() if now is None else now
+    boot_epoch = read_boot_epoch(root, now)
+    problems = []
+    for source in sources:
+        entries = None
+        if source == "kmsg":
+            text, error = read_kmsg(root)
+            entries = parse_kmsg(text, boot_epoch) if text is not None else None
+        elif source == "dmesg":
+            entries, error = _read_dmesg(run, timeout, boot_epoch)
+        elif source == "journal":
+            entries, error = _read_journal(run, timeout)
+        else:
+            raise ValueError("kernel_events source %r is not one of kmsg, dmesg, journal" % (source,))
+        if entries is None:
+            problems.append(error)
+            continue
+        oom_kills, xids = find_events(entries, now)
+        facts = empty_events(window_seconds, "")
+        facts.update(
+            source=source,
+            readable=True,
+            oom_kills=within_window(oom_kills, window_seconds),
+            xids=within_window(xids, window_seconds),
+        )
+        facts["message"] = "read %d kernel log lines from %s; %d OOM kills and %d Xid errors in the last %ss" % (
+            len(entries), {"kmsg": "/dev/kmsg", "dmesg": "dmesg", "journal": "journalctl -k"}[source],
+            len(facts["oom_kills"]), len(facts["xids"]), window_seconds)
+        return facts
+    return empty_events(window_seconds, "no kernel log readable (%s): run as root or set kernel.dmesg_restrict=0"
+                        % "; ".join(problems))

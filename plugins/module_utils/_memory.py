@@ -1,0 +1,519 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Memory as ``free -h`` shows it *and* as the memory cgroup limits it -> ``gpufleet_memory``.
+
+``free`` reads ``/proc/meminfo``, which is not container aware: inside a container capped at
+2 GiB on a 449 GiB host it still prints 449Gi. So next to the host view we read the process's
+memory cgroup (v1 or v2), walk its ancestors for the tightest limit, and report the effective
+total/available as the smaller of the two.
+
+Pure parsers first; the readers (``collect_memory`` and its helpers, which take a ``root``
+so tests point them at fixture trees) sit at the bottom.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+import re
+
+from ansible_collections.gpufleet.preflight.plugins.module_utils._human import with_human
+
+# cgroup v1 writes "no limit" as PAGE_COUNTER_MAX * PAGE_SIZE (9223372036854771712 on 4 KiB
+# pages, other values on other page sizes); anything this large is no limit at all.
+V1_UNLIMITED_FROM = 2 ** 62
+
+HOST_FIELDS = ("total", "used", "free", "shared", "buff_cache", "available", "swap_total", "swap_used", "swap_free")
+PSI_KINDS = ("some", "full")
+PSI_FIELDS = ("avg10", "avg60", "avg300", "total")
+
+
+# --------------------------------------------------------------------------------------------
+# /proc/meminfo -> the `free` view
+# --------------------------------------------------------------------------------------------
+
+def parse_meminfo(text):
+    """``/proc/meminfo`` text -> ``{field: bytes}``; ``kB`` values are turned into bytes.
+
+    Unit-less fields (``HugePages_Total``) are counts and stay as they are.
+    """
+    fields = {}
+    for line in text.splitlines():
+        name, sep, rest = line.partition(":")
+        if not sep:
+            continue
+        parts = rest.split()
+        if not parts:
+            continue
+        try:
+            value = int(parts[0])
+        except ValueError:
+            continue
+        if len(parts) > 1 and parts[1].lower() == "kb":
+            value *= 1024
+        fields[name.strip()] = value
+    return fields
+
+
+def free_view(meminfo):
+    """The ``host`` dict: every column of ``free -h`` (procps-ng 4) in bytes, ``*_human`` beside.
+
+    ``available_estimated`` says whether MemAvailable was missing (kernel < 3.14) and
+    ``free + buff/cache`` stood in for it.
+    """
+    total = meminfo.get("MemTotal", 0)
+    free = meminfo.get("MemFree", 0)
+    # procps-ng: buff/cache = Buffers + Cached + SReclaimable (reclaimable slab counts as cache).
+    buff_cache = meminfo.get("Buffers", 0) + meminfo.get("Cached", 0) + meminfo.get("SReclaimable", 0)
+    estimated = "MemAvailable" not in meminfo
+    available = min(total, free + buff_cache) if estimated else meminfo["MemAvailable"]
+    # procps-ng >= 4.0 defines used = total - available (3.3.x used total - free - buff/cache);
+    # we follow the newer one, which is what the seed's `free -h` printed.
+    used = max(0, total - available)
+    swap_total = meminfo.get("SwapTotal", 0)
+    swap_free = meminfo.get("SwapFree", 0)
+    values = {
+        "total": total,
+        "used": used,
+        "free": free,
+        "shared": meminfo.get("Shmem", 0),
+        "buff_cache": buff_cache,
+        "available": available,
+        "swap_total": swap_total,
+        "swap_used": max(0, swap_total - swap_free),
+        "swap_free": swap_free,
+    }
+    host = {}
+    for name in HOST_FIELDS:
+        host.update(with_human(name, values[name]))
+    host["available_estimated"] = estimated
+    return host
+
+
+# --------------------------------------------------------------------------------------------
+# where the process's memory cgroup lives
+# --------------------------------------------------------------------------------------------
+
+def parse_proc_cgroup(text):
+    """``/proc/<pid>/cgroup`` -> ``{"v1": {controller: path}, "v2": path or None}``.
+
+    v1 lines are ``4:memory:/docker/abc`` (controllers comma separated, named hierarchies as
+    ``name=systemd``); the single v2 line is ``0::/path``.
+    """
+    v1 = {}
+    v2 = None
+    for line in text.splitlines():
+        parts = line.strip().split(":", 2)
+        if len(parts) != 3:
+            continue
+        hierarchy_id, controllers, path = parts
+        if hierarchy_id == "0" and controllers == "":
+            v2 = path
+            continue
+        for controller in controllers.split(","):
+            if controller:
+                v1[controller] = path
+    return {"v1": v1, "v2": v2}
+
+
+def _unescape_mount_field(text):
+    """mountinfo writes space, tab, newline and backslash as octal escapes (``\\040``)."""
+    return re.sub(r"\\([0-7]{3})", lambda match: chr(int(match.group(1), 8)), text)
+
+
+def parse_mountinfo(text):
+    """``/proc/<pid>/mountinfo`` -> list of ``{root, mount_point, fstype, super_options}``.
+
+    Only cgroup and cgroup2 mounts matter here, but every mount is returned; the optional
+    fields before `` - `` are skipped.
+    """
+    mounts = []
+    for line in text.splitlines():
+        left, sep, right = line.partition(" - ")
+        if not sep:
+            continue
+        before = left.split()
+        after = right.split()
+        if len(before) < 5 or not after:
+            continue
+        mounts.append({
+            "root": _unescape_mount_field(before[3]),
+            "mount_point": _unescape_mount_field(before[4]),
+            "fstype": after[0],
+            "super_options": after[2].split(",") if len(after) > 2 else [],
+        })
+    return mounts
+
+
+def _under(path, prefix):
+    return prefix == "/" or path == prefix or path.startswith(prefix.rstrip("/") + "/")
+
+
+def _pick_mount(candidates, cgroup_path):
+    """Prefer the mount whose root contains the process's cgroup (bind mounts of sub-trees)."""
+    if not candidates:
+        return None
+    if cgroup_path is not None:
+        inside = [mount for mount in candidates if _under(cgroup_path, mount["root"])]
+        if inside:
+            return max(inside, key=lambda mount: len(mount["root"]))
+    return candidates[0]
+
+
+def find_v1_memory_mount(mounts, cgroup_path=None):
+    """The v1 hierarchy carrying the ``memory`` controller, or None."""
+    return _pick_mount(
+        [m for m in mounts if m["fstype"] == "cgroup" and "memory" in m["super_options"]], cgroup_path
+    )
+
+
+def find_cgroup2_mount(mounts, cgroup_path=None):
+    """The cgroup2 (unified) mount, or None. Whether it has the memory controller is a separate question."""
+    return _pick_mount([m for m in mounts if m["fstype"] == "cgroup2"], cgroup_path)
+
+
+def controllers_include_memory(text):
+    """``cgroup.controllers`` text (``cpu io memory pids``) -> whether ``memory`` is bound to v2."""
+    return "memory" in text.split()
+
+
+def cgroup_dir(mount, cgroup_path):
+    """Directory (node path) of ``cgroup_path`` under ``mount``, allowing a mount root other than ``/``.
+
+    A container that mounts only its own sub-tree shows mount root ``/docker/abc`` and cgroup
+    path ``/docker/abc/build``: the files are at ``<mount point>/build``. Returns
+    ``(dir, note)``; ``note`` is set when the path is outside the mount root and the mount
+    point itself is used.
+    """
+    root = mount["root"].rstrip("/") or "/"
+    mount_point = mount["mount_point"].rstrip("/") or "/"
+    path = cgroup_path or "/"
+    if root == "/":
+        relative = path
+    elif _under(path, root):
+        relative = path[len(root):]
+    else:
+        return mount_point, "cgroup path %s is outside the mount root %s; using the mount point" % (path, root)
+    relative = relative.strip("/")
+    return (mount_point + "/" + relative if relative else mount_point), None
+
+
+def ancestors(directory, mount_point):
+    """``directory`` and its parents up to and including ``mount_point`` (the hierarchy root we can see)."""
+    mount_point = mount_point.rstrip("/") or "/"
+    chain = [directory]
+    current = directory
+    while current != mount_point and _under(current, mount_point):
+        current = os.path.dirname(current)
+        chain.append(current)
+    return chain
+
+
+# --------------------------------------------------------------------------------------------
+# cgroup file parsers
+# --------------------------------------------------------------------------------------------
+
+def parse_v1_limit(text):
+    """``memory.limit_in_bytes`` -> bytes, or None when it means "no limit"."""
+    value = int(text.strip())
+    return None if value >= V1_UNLIMITED_FROM else value
+
+
+def parse_v2_limit(text):
+    """``memory.max`` / ``memory.high`` -> bytes, or None for ``max``."""
+    value = text.strip()
+    return None if value == "max" else int(value)
+
+
+def parse_flat_keyed(text):
+    """``key value`` lines (memory.stat, memory.events, memory.oom_control, /proc/vmstat) -> ``{key: int}``."""
+    values = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 2:
+            try:
+                values[parts[0]] = int(parts[1])
+            except ValueError:
+                continue
+    return values
+
+
+def inactive_file_from_stat(stat, version):
+    """Reclaimable page cache from memory.stat; v1 prefers the hierarchical ``total_`` counter."""
+    if version == 1 and "total_inactive_file" in stat:
+        return stat["total_inactive_file"]
+    return stat.get("inactive_file")
+
+
+def working_set(usage, inactive_file):
+    """Kubelet's rule: what the cgroup cannot drop under pressure = usage - inactive_file, never below 0."""
+    if usage is None:
+        return None
+    return max(0, usage - (inactive_file or 0))
+
+
+def parse_pressure(text):
+    """``/proc/pressure/memory`` -> ``{present: True, some: {avg10, avg60, avg300, total}, full: {...}}``."""
+    result = {"present": True}
+    for line in text.splitlines():
+        parts = line.split()
+        if not parts or parts[0] not in PSI_KINDS:
+            continue
+        values = {}
+        for item in parts[1:]:
+            key, sep, raw = item.partition("=")
+            if sep and key in PSI_FIELDS:
+                values[key] = int(raw) if key == "total" else float(raw)
+        result[parts[0]] = values
+    return result
+
+
+def parse_node_list(text):
+    """Kernel cpu/node list ``0-1,3`` -> ``[0, 1, 3]``; ValueError on anything else."""
+    nodes = []
+    for chunk in text.strip().split(","):
+        chunk = chunk.strip()
+        if not chunk:
+            continue
+        first, sep, last = chunk.partition("-")
+        nodes.extend(range(int(first), int(last) + 1) if sep else [int(first)])
+    return nodes
+
+
+def effective_view(host, cgroup):
+    """min(host, cgroup) for total and available; ``limited_by`` names the side that bounds *available*.
+
+    Available never exceeds the effective total (a limit whose usage could not be read still caps it).
+    """
+    total = host["total_bytes"]
+    limit = cgroup.get("limit_bytes")
+    if limit is not None:
+        total = min(total, limit)
+    available = host["available_bytes"]
+    limited_by = "host"
+    for candidate in (cgroup.get("available_bytes"), limit):
+        if candidate is not None and candidate < available:
+            available = candidate
+            limited_by = "cgroup"
+    result = {"limited_by": limited_by}
+    result.update(with_human("total", total))
+    result.update(with_human("available", available))
+    return result
+
+
+# --------------------------------------------------------------------------------------------
+# readers: everything below touches the filesystem, relative to `root`
+# --------------------------------------------------------------------------------------------
+
+def _host_path(root, node_path):
+    """``root`` + node path: ``("/tmp/tree", "/proc/meminfo")`` -> ``/tmp/tree/proc/meminfo``."""
+    return os.path.join(root, node_path.lstrip("/"))
+
+
+def read_text(root, node_path):
+    """``(text, None)`` or ``(None, "<node path>: <why>")`` - a missing file is a fact, not a crash."""
+    try:
+        with open(_host_path(root, node_path), "r") as handle:
+            return handle.read(), None
+    except (IOError, OSError) as exc:
+        return None, "%s: %s" % (node_path, exc.strerror or exc)
+
+
+def _read_parsed(root, node_path, parser, errors, fallback):
+    """Read and parse one file; on failure append ``"<path>: <why>; <fallback>"`` and return None."""
+    text, error = read_text(root, node_path)
+    if error is None:
+        try:
+            return parser(text)
+        except ValueError as exc:
+            error = "%s: unreadable value %r (%s)" % (node_path, text.strip()[:40], exc)
+    errors.append("%s; %s" % (error, fallback) if fallback else error)
+    return None
+
+
+def _empty_cgroup(errors):
+    cgroup = {
+        "version": None, "path": None, "dir": None, "limit_dir": None,
+        "oom": None, "oom_kill": None, "errors": errors,
+    }
+    for name in ("limit", "high", "usage", "inactive_file", "working_set", "available"):
+        cgroup.update(with_human(name, None))
+    return cgroup
+
+
+def locate_memory_cgroup(root="/", proc_self="self"):
+    """Find the memory cgroup of ``/proc/<proc_self>``: ``(version, path, dir, mount_point, errors)``.
+
+    v1 wins when a v1 hierarchy carries ``memory`` (a controller is bound to one hierarchy
+    only); otherwise the cgroup2 mount, if its root lists ``memory`` in cgroup.controllers.
+    This host mounts cgroup2 at /sys/fs/cgroup/unified without the memory controller and v1
+    memory at /sys/fs/cgroup/memory.
+    """
+    errors = []
+    proc_cgroup = "/proc/%s/cgroup" % proc_self
+    proc_mountinfo = "/proc/%s/mountinfo" % proc_self
+    paths = _read_parsed(root, proc_cgroup, parse_proc_cgroup, errors, "cgroup view skipped")
+    mounts = _read_parsed(root, proc_mountinfo, parse_mountinfo, errors, "cgroup view skipped")
+    if paths is None or mounts is None:
+        return None, None, None, None, errors
+
+    v1_path = paths["v1"].get("memory")
+    v1_mount = find_v1_memory_mount(mounts, v1_path)
+    if v1_path is not None and v1_mount is not None:
+        directory, note = cgroup_dir(v1_mount, v1_path)
+        if note:
+            errors.append(note)
+        return 1, v1_path, directory, v1_mount["mount_point"], errors
+
+    v2_path = paths["v2"]
+    v2_mount = find_cgroup2_mount(mounts, v2_path)
+    if v2_path is not None and v2_mount is not None:
+        controllers_file = v2_mount["mount_point"].rstrip("/") + "/cgroup.controllers"
+        has_memory = _read_parsed(root, controllers_file, controllers_include_memory, errors, "assuming no memory controller")
+        if has_memory:
+            directory, note = cgroup_dir(v2_mount, v2_path)
+            if note:
+                errors.append(note)
+            return 2, v2_path, directory, v2_mount["mount_point"], errors
+        if has_memory is not None:
+            errors.append("%s: no memory controller in cgroup v2 at %s and none in v1; no cgroup limit known"
+                          % (controllers_file, v2_mount["mount_point"]))
+        return None, None, None, None, errors
+    errors.append("%s, %s: no memory cgroup mounted (v1 or v2); no cgroup limit known" % (proc_cgroup, proc_mountinfo))
+    return None, None, None, None, errors
+
+
+_FILES = {
+    1: {"limit": "memory.limit_in_bytes", "usage": "memory.usage_in_bytes", "stat": "memory.stat",
+        "oom": "memory.oom_control"},
+    2: {"limit": "memory.max", "usage": "memory.current", "stat": "memory.stat",
+        "oom": "memory.events", "high": "memory.high"},
+}
+
+
+def _read_usage(root, directory, version, errors):
+    """``(usage, inactive_file)`` of one cgroup dir; a missing memory.stat counts nothing as reclaimable."""
+    names = _FILES[version]
+    usage = _read_parsed(root, directory + "/" + names["usage"], lambda text: int(text.strip()), errors, "usage unknown")
+    stat = _read_parsed(root, directory + "/" + names["stat"], parse_flat_keyed, errors,
+                        "inactive_file taken as 0 (working set = usage)")
+    inactive = inactive_file_from_stat(stat, version) if stat is not None else None
+    if stat is not None and inactive is None:
+        errors.append("%s/%s: no inactive_file line; inactive_file taken as 0 (working set = usage)" % (directory, names["stat"]))
+    return usage, inactive
+
+
+def read_cgroup_memory(root, version, path, directory, mount_point, errors):
+    """The ``cgroup`` dict for a located memory cgroup; every unreadable file lands in ``errors``.
+
+    The limit is the tightest over the cgroup and its ancestors (a parent's limit caps its
+    children). ``available`` is the smallest ``limit - working_set`` over the limited levels,
+    since an ancestor's limit is shared with its other children; usage and working set are
+    the process's own cgroup.
+    """
+    names = _FILES[version]
+    parse_limit = parse_v1_limit if version == 1 else parse_v2_limit
+    cgroup = _empty_cgroup(errors)
+    cgroup.update({"version": version, "path": path, "dir": directory})
+
+    usage, inactive = _read_usage(root, directory, version, errors)
+    own_working_set = working_set(usage, inactive)
+    cgroup.update(with_human("usage", usage))
+    cgroup.update(with_human("inactive_file", inactive))
+    cgroup.update(with_human("working_set", own_working_set))
+
+    limit = limit_dir = available = None
+    for level in ancestors(directory, mount_point):
+        is_hierarchy_root = level == (mount_point.rstrip("/") or "/")
+        if version == 2 and is_hierarchy_root:
+            break  # the v2 root cgroup has no memory.max: it is never limited
+        level_limit = _read_parsed(root, level + "/" + names["limit"], parse_limit, errors,
+                                   "this level taken as unlimited")
+        if level_limit is None:
+            continue
+        if level == directory:
+            level_working_set = own_working_set
+        else:
+            level_working_set = working_set(*_read_usage(root, level, version, errors))
+        if limit is None or level_limit < limit:
+            limit, limit_dir = level_limit, level
+        if level_working_set is not None:
+            level_available = max(0, level_limit - level_working_set)
+            available = level_available if available is None else min(available, level_available)
+
+    if version == 1:
+        # A container that sees only its own sub-tree cannot walk to the ancestors that limit
+        # it; v1's hierarchical_memory_limit already folds them in.
+        stat_text, _ignored = read_text(root, directory + "/memory.stat")
+        hierarchical = parse_flat_keyed(stat_text or "").get("hierarchical_memory_limit")
+        if hierarchical is not None and hierarchical < V1_UNLIMITED_FROM and (limit is None or hierarchical < limit):
+            limit, limit_dir = hierarchical, directory + "/memory.stat:hierarchical_memory_limit"
+            if own_working_set is not None:
+                own_available = max(0, hierarchical - own_working_set)
+                available = own_available if available is None else min(available, own_available)
+
+    cgroup["limit_dir"] = limit_dir
+    cgroup.update(with_human("limit", limit))
+    cgroup.update(with_human("available", available))
+
+    if version == 2:
+        high = _read_parsed(root, directory + "/memory.high", parse_v2_limit, errors, "memory.high unknown")
+        cgroup.update(with_human("high", high))
+    counters = _read_parsed(root, directory + "/" + names["oom"], parse_flat_keyed, errors, "OOM-kill counter unknown")
+    if counters is not None:
+        cgroup["oom_kill"] = counters.get("oom_kill")
+        # v2 also counts how often the limit was hit and the OOM killer invoked; v1 has no such counter.
+        cgroup["oom"] = counters.get("oom") if version == 2 else None
+    return cgroup
+
+
+def read_pressure(root="/"):
+    """PSI for memory, or ``{present: False, reason}`` (kernel < 4.20 or booted with psi=0)."""
+    text, error = read_text(root, "/proc/pressure/memory")
+    if error is not None:
+        return {"present": False, "reason": error}, error
+    return parse_pressure(text), None
+
+
+def collect_memory(root="/", proc_self="self"):
+    """``gpufleet_memory`` facts for the process ``/proc/<proc_self>``, every path read under ``root``.
+
+    Never raises on a missing or unreadable file: it lands in ``errors`` as
+    ``"<path>: <why>; <fallback used>"``.
+    """
+    errors = []
+    meminfo = _read_parsed(root, "/proc/meminfo", parse_meminfo, errors, "host view empty (all 0)")
+    host = free_view(meminfo or {})
+    if host["available_estimated"] and meminfo is not None:
+        errors.append("/proc/meminfo: no MemAvailable (kernel < 3.14); available estimated as free + buff/cache")
+
+    version, path, directory, mount_point, cgroup_errors = locate_memory_cgroup(root, proc_self)
+    if version is None:
+        cgroup = _empty_cgroup(cgroup_errors)
+    else:
+        cgroup = read_cgroup_memory(root, version, path, directory, mount_point, cgroup_errors)
+    errors.extend(cgroup_errors)
+
+    pressure, pressure_error = read_pressure(root)
+    if pressure_error:
+        errors.append(pressure_error + "; pressure.present false")
+
+    vmstat = _read_parsed(root, "/proc/vmstat", parse_flat_keyed, errors, "host oom_kills unknown")
+    host_oom_kills = vmstat.get("oom_kill") if vmstat is not None else None
+    if vmstat is not None and host_oom_kills is None:
+        errors.append("/proc/vmstat: no oom_kill line (kernel < 4.13); host oom_kills unknown")
+
+    nodes = _read_parsed(root, "/sys/devices/system/node/online", parse_node_list, errors, "NUMA count unknown")
+    numa = {"nodes": nodes or [], "count": len(nodes) if nodes is not None else None}
+
+    return {
+        "host": host,
+        "cgroup": cgroup,
+        "effective": effective_view(host, cgroup),
+        "pressure": pressure,
+        "oom_kills": {"host": host_oom_kills, "cgroup": cgroup["oom_kill"]},
+        "numa": numa,
+        "errors": errors,
+    }

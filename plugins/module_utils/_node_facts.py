@@ -1,0 +1,67 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""node_facts' glue: validate the options once, then call one collector per subset."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+import re
+import tempfile
+
+from ansible_collections.gpufleet.preflight.plugins.module_utils._subsets import resolve_subsets
+from ansible_collections.gpufleet.preflight.plugins.module_utils import _memory
+from ansible_collections.gpufleet.preflight.plugins.module_utils import _processes
+from ansible_collections.gpufleet.preflight.plugins.module_utils import _cpus
+from ansible_collections.gpufleet.preflight.plugins.module_utils import _gpus
+from ansible_collections.gpufleet.preflight.plugins.module_utils import _toolchain
+from ansible_collections.gpufleet.preflight.plugins.module_utils import _disks
+from ansible_collections.gpufleet.preflight.plugins.module_utils import _kernel_events
+
+# Order is the order facts are gathered in; cheap /proc reads first.
+SUBSETS = ("memory", "build_processes", "cpus", "disks", "kernel_events", "toolchain", "gpus")
+
+
+def validate_options(params, known=SUBSETS):
+    """Check what argument_spec cannot; ValueError naming the option otherwise."""
+    try:
+        subsets = resolve_subsets(params["gather_subset"], known)
+    except ValueError as exc:
+        raise ValueError("gather_subset: %s" % exc)
+    for pattern in params["build_process_patterns"]:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ValueError("build_process_patterns: %r is not a valid regular expression (%s)" % (pattern, exc))
+    if params["gpu_timeout"] <= 0:
+        raise ValueError("gpu_timeout: must be greater than 0 seconds, got %s" % params["gpu_timeout"])
+    if params["kernel_events_window"] <= 0:
+        raise ValueError("kernel_events_window: must be greater than 0 seconds, got %s" % params["kernel_events_window"])
+    options = dict(params)
+    options["subsets"] = subsets
+    options["disk_paths"] = list(params["disk_paths"]) or default_disk_paths()
+    return options
+
+
+def default_disk_paths():
+    """The temp dir and the cache that pip and ccache fill."""
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return [tempfile.gettempdir(), cache]
+
+
+def gather(options, run):
+    """``{gpufleet_<subset>: facts}`` for every subset asked for."""
+    collectors = {
+        "memory": lambda: _memory.collect_memory(),
+        "build_processes": lambda: _processes.collect_build_processes(
+            extra_names=options["build_process_names"], patterns=options["build_process_patterns"]
+        ),
+        "cpus": lambda: _cpus.collect_cpus(),
+        "gpus": lambda: _gpus.collect_gpus(run, timeout=options["gpu_timeout"]),
+        "toolchain": lambda: _toolchain.collect_toolchain(run, python=options["toolchain_python"]),
+        "disks": lambda: _disks.collect_disks(options["disk_paths"]),
+        "kernel_events": lambda: _kernel_events.collect_kernel_events(options["kernel_events_window"], run),
+    }
+    return dict(("gpufleet_" + name, collectors[name]()) for name in options["subsets"])

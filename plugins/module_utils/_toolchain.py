@@ -1,0 +1,306 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Build toolchain of a CUDA node -> ``gpufleet_toolchain``.
+
+Pure parsers of each tool's ``--version`` text first; ``collect_toolchain`` at the bottom runs the tools
+(with a timeout each), imports torch and scikit-build-core in a subprocess of the build's Python, and
+looks for numa.h / libnuma on disk.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import glob
+import json
+import os
+import re
+
+from ansible_collections.gpufleet.preflight.plugins.module_utils._run import find_executable, run_with_timeout, search_path
+
+_VERSION_RE = re.compile(r"([0-9]+(?:\.[0-9]+)+)")
+_NVCC_RE = re.compile(r"release ([0-9]+\.[0-9]+), V([0-9][0-9.]*)")
+_ARCH_RE = re.compile(r"^(sm|compute|lto)_([0-9]+)([af]?)$")
+
+# Where CUDA and compilers live when a non-login shell's PATH misses them.
+EXTRA_TOOL_DIRS = ("/usr/local/cuda/bin", "/usr/local/bin", "/usr/bin", "/bin", "/opt/cuda/bin")
+NUMA_HEADER_DIRS = ("usr/include", "usr/local/include")
+LIB_DIRS = (
+    "usr/lib/x86_64-linux-gnu", "usr/lib/aarch64-linux-gnu", "usr/lib64", "usr/lib", "lib/x86_64-linux-gnu",
+    "lib/aarch64-linux-gnu", "lib64", "lib", "usr/local/lib", "usr/local/lib64",
+)
+
+# Runs inside the build's Python: import, never install; one JSON line after a marker, so warnings
+# that torch prints on import do not break parsing.
+PYTHON_PROBE = r"""
+import json, sys
+def probe(name):
+    try:
+        mod = __import__(name)
+    except ImportError as exc:
+        return None, {"present": False, "version": None, "error": None if type(exc).__name__ == "ModuleNotFoundError" else str(exc)}
+    except Exception as exc:
+        return None, {"present": False, "version": None, "error": "%s: %s" % (type(exc).__name__, exc)}
+    return mod, {"present": True, "version": str(getattr(mod, "__version__", None) or "") or None, "error": None}
+torch, facts = probe("torch")
+facts["cuda"] = None
+if torch is not None:
+    facts["cuda"] = getattr(getattr(torch, "version", None), "cuda", None)
+_mod, skbuild = probe("scikit_build_core")
+print("GPUFLEET_PROBE " + json.dumps({"version": "%d.%d.%d" % tuple(sys.version_info[:3]), "executable": sys.executable,
+                                      "torch": facts, "scikit_build_core": skbuild}))
+"""
+
+
+def version_tuple(text):
+    """``'3.31.6'`` -> ``(3, 31, 6)``; None for None or text without a version."""
+    if text is None:
+        return None
+    match = _VERSION_RE.search(str(text))
+    if not match:
+        return None
+    return tuple(int(part) for part in match.group(1).split("."))
+
+
+def version_at_least(version, minimum):
+    """``version >= minimum`` comparing numerically (``'3.9' < '3.10'``); None when either is unknown."""
+    have, want = version_tuple(version), version_tuple(minimum)
+    if have is None or want is None:
+        return None
+    length = max(len(have), len(want))
+    return have + (0,) * (length - len(have)) >= want + (0,) * (length - len(want))
+
+
+def first_version(text, prefix=None):
+    """The first ``N.N[.N]`` of the first line (starting with ``prefix`` when given) in a ``--version`` text."""
+    for line in (text or "").splitlines():
+        stripped = line.strip()
+        if not stripped or (prefix and not stripped.lower().startswith(prefix.lower())):
+            continue
+        match = _VERSION_RE.search(stripped)
+        if match:
+            return match.group(1)
+    return None
+
+
+def parse_cmake_version(text):
+    """``cmake version 4.2.1`` -> ``{version, major_minor, policy_version_minimum_needed}``.
+
+    CMake >= 4.0 refuses projects declaring ``cmake_minimum_required`` < 3.5 unless
+    ``CMAKE_POLICY_VERSION_MINIMUM`` is set (old sgl-kernel dependencies do).
+    """
+    version = first_version(text, "cmake version")
+    parts = version_tuple(version)
+    return {
+        "version": version,
+        "major_minor": "%d.%d" % parts[:2] if parts and len(parts) >= 2 else None,
+        "policy_version_minimum_needed": bool(parts and parts[0] >= 4),
+    }
+
+
+def parse_gcc_version(text):
+    """``gcc (Debian 12.2.0-14+deb12u1) 12.2.0`` -> ``'12.2.0'`` (the last version on the first line)."""
+    for line in (text or "").splitlines():
+        if line.strip():
+            found = _VERSION_RE.findall(line)
+            return found[-1] if found else None
+    return None
+
+
+def parse_nvcc_version(text):
+    """``Cuda compilation tools, release 13.0, V13.0.88`` -> ``{version: '13.0.88', cuda_version: '13.0'}``."""
+    match = _NVCC_RE.search(text or "")
+    if not match:
+        return {"version": None, "cuda_version": None}
+    return {"version": match.group(2), "cuda_version": match.group(1)}
+
+
+def parse_gpu_list(text):
+    """``nvcc --list-gpu-arch`` / ``--list-gpu-code`` output (one ``compute_XX`` / ``sm_XX`` a line) -> list."""
+    found = []
+    for token in (text or "").split():
+        if _ARCH_RE.match(token) and token not in found:
+            found.append(token)
+    return found
+
+
+def split_arch(arch):
+    """``'sm_120a'`` -> ``('sm', 120, 'a')``; ``'120'``/``'12.0'`` -> ``(None, 120, '')``; ValueError otherwise."""
+    text = str(arch).strip().lower()
+    if re.match(r"^[0-9]+\.[0-9]$", text):
+        major, minor = text.split(".")
+        return None, int(major) * 10 + int(minor), ""
+    match = re.match(r"^(?:(sm|compute|lto)_)?([0-9]+)([af]?)$", text)
+    if not match:
+        raise ValueError("%r is not a GPU architecture like sm_120a, compute_120, 120 or 12.0" % (arch,))
+    return match.group(1), int(match.group(2)), match.group(3)
+
+
+def supports(nvcc, arch):
+    """Whether the nvcc described by ``nvcc`` (its facts) can target ``arch``: ``(bool, reason)``.
+
+    ``sm_120a``/``compute_120a`` (architecture-specific) need the base ``120`` in nvcc's lists and CC >= 9.0;
+    ``sm_100f`` (family) needs CUDA >= 12.9. CUDA 12.6 lists no 120 at all; 12.8 and later do.
+    """
+    kind, number, suffix = split_arch(arch)
+    if not nvcc or not nvcc.get("present"):
+        return False, "nvcc not found"
+    codes = nvcc.get("gpu_codes") or []
+    archs = nvcc.get("gpu_archs") or []
+    if kind == "sm":
+        known = codes
+    elif kind == "compute":
+        known = archs
+    else:
+        known = codes + archs
+    numbers = set(split_arch(item)[1] for item in known)
+    cuda = nvcc.get("cuda_version")
+    if not known:
+        return False, "nvcc %s listed no GPU architectures" % (cuda or "?")
+    if number not in numbers:
+        return False, "nvcc %s does not know %s (it knows %s to %s)" % (cuda or "?", arch, min(numbers), max(numbers))
+    if suffix == "a" and number < 90:
+        return False, "architecture-specific targets (the 'a' suffix) start at sm_90a"
+    if suffix == "f" and not version_at_least(cuda, "12.9"):
+        return False, "family targets (the 'f' suffix) need CUDA >= 12.9, nvcc is %s" % (cuda or "?")
+    return True, "nvcc %s supports %s" % (cuda or "?", arch)
+
+
+def parse_python_probe(text):
+    """The JSON line the probe printed after its marker, or None."""
+    for line in reversed((text or "").splitlines()):
+        if line.startswith("GPUFLEET_PROBE "):
+            try:
+                return json.loads(line[len("GPUFLEET_PROBE "):])
+            except ValueError:
+                return None
+    return None
+
+
+def tool(present=False, path=None, version=None, error=None, **extra):
+    """The shape every tool shares: ``{present, path, version, error}`` plus tool-specific keys."""
+    entry = {"present": present, "path": path, "version": version, "error": error}
+    entry.update(extra)
+    return entry
+
+
+def _short(text, limit=300):
+    text = " ".join((text or "").split())
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+# ---- I/O below: runs the tools ---------------------------------------------------------------------------
+
+
+def run_version(run, path, argv_tail, timeout):
+    """Run ``path argv_tail``: ``(stdout, error)``; error says why there is no output to parse."""
+    rc, out, err = run([path] + list(argv_tail), timeout)
+    if rc is None:
+        return None, "%s %s timed out after %ss" % (path, " ".join(argv_tail), timeout)
+    if rc != 0:
+        return None, "%s %s exited %s: %s" % (path, " ".join(argv_tail), rc, _short(err or out))
+    return out + ("\n" + err if err and not out else ""), None
+
+
+def probe_tool(run, name, argv_tail, parse, timeout, dirs, **defaults):
+    """Find ``name``, run it with ``argv_tail`` and parse the text: a tool entry."""
+    path = find_executable(name, dirs)
+    if path is None:
+        return tool(error="%s not found on PATH or in %s" % (name, ", ".join(EXTRA_TOOL_DIRS)), **defaults)
+    text, error = run_version(run, path, argv_tail, timeout)
+    if error:
+        return tool(present=True, path=path, error=error, **defaults)
+    parsed = parse(text)
+    if not isinstance(parsed, dict):
+        parsed = {"version": parsed}
+    entry = tool(present=True, path=path, **defaults)
+    entry.update(parsed)
+    if entry.get("version") is None:
+        entry["error"] = "could not read a version from: %s" % _short(text, 120)
+    return entry
+
+
+def collect_nvcc(run, timeout, dirs):
+    """nvcc version plus ``--list-gpu-arch`` and ``--list-gpu-code``."""
+    entry = probe_tool(run, "nvcc", ["--version"], parse_nvcc_version, timeout, dirs,
+                       cuda_version=None, gpu_archs=[], gpu_codes=[])
+    if entry["present"] and entry["error"] is None:
+        for option, key in (("--list-gpu-arch", "gpu_archs"), ("--list-gpu-code", "gpu_codes")):
+            text, error = run_version(run, entry["path"], [option], timeout)
+            entry[key] = parse_gpu_list(text) if text else []
+            if error and not entry["error"]:
+                # nvcc before 11.0 had no --list-gpu-*: the lists stay empty, and say why.
+                entry["error"] = error
+    return entry
+
+
+def collect_python(run, python, timeout, dirs):
+    """The interpreter's version, and torch / scikit-build-core imported in a subprocess of it."""
+    missing = {"present": False, "version": None, "error": None}
+    torch = dict(missing, cuda=None)
+    skbuild = dict(missing)
+    name = python or "python3"
+    path = find_executable(name, dirs)
+    if path is None:
+        error = "%s not found%s" % (name, "" if os.path.isabs(name) else " on PATH")
+        return tool(error=error, executable=None), dict(torch, error=error), dict(skbuild, error=error)
+    rc, out, err = run([path, "-c", PYTHON_PROBE], timeout)
+    probe = parse_python_probe(out) if rc == 0 else None
+    if probe is None:
+        why = "timed out after %ss importing torch" % timeout if rc is None else "exited %s: %s" % (rc, _short(err or out))
+        error = "%s %s" % (path, why)
+        return tool(present=True, path=path, error=error, executable=None), dict(torch, error=error), dict(skbuild, error=error)
+    python_entry = tool(present=True, path=path, version=probe.get("version"), executable=probe.get("executable"))
+    torch.update(probe.get("torch") or {})
+    skbuild.update(probe.get("scikit_build_core") or {})
+    return python_entry, torch, skbuild
+
+
+def collect_numa(root="/"):
+    """numa.h and libnuma as CMake's ``find_package(NUMA)`` needs them (header + the unversioned ``libnuma.so``)."""
+    header = None
+    for directory in NUMA_HEADER_DIRS:
+        candidate = os.path.join(root, directory, "numa.h")
+        if os.path.isfile(candidate):
+            header = candidate
+            break
+    libraries = []
+    for directory in LIB_DIRS:
+        libraries.extend(sorted(glob.glob(os.path.join(root, directory, "libnuma.so*"))))
+    linkable = [lib for lib in libraries if os.path.basename(lib) == "libnuma.so"]
+    library = (linkable or libraries or [None])[0]
+    return {
+        "header_present": header is not None,
+        "header_path": header,
+        "library_present": bool(libraries),
+        "library_path": library,
+        # The runtime libnuma.so.1 alone cannot be linked against: the -dev package adds libnuma.so.
+        "linkable": bool(linkable),
+        "package_hint": "install libnuma-dev (Debian/Ubuntu) or numactl-devel (RHEL)",
+    }
+
+
+def collect_toolchain(run=run_with_timeout, python=None, timeout=30, search_paths=None, root="/"):
+    """``gpufleet_toolchain``: each tool ``{present, path, version, error}`` plus its own keys.
+
+    ``python`` is the interpreter whose torch and scikit-build-core matter (default ``python3`` on PATH);
+    ``timeout`` applies to each command (importing torch can take seconds).
+    """
+    dirs = list(search_paths) if search_paths is not None else search_path(EXTRA_TOOL_DIRS)
+    cmake = probe_tool(run, "cmake", ["--version"], parse_cmake_version, timeout, dirs,
+                       major_minor=None, policy_version_minimum_needed=False)
+    python_entry, torch, skbuild = collect_python(run, python, timeout, dirs)
+    return {
+        "cmake": cmake,
+        "ninja": probe_tool(run, "ninja", ["--version"], first_version, timeout, dirs),
+        "nvcc": collect_nvcc(run, timeout, dirs),
+        "gcc": probe_tool(run, "gcc", ["--version"], parse_gcc_version, timeout, dirs),
+        "gxx": probe_tool(run, "g++", ["--version"], parse_gcc_version, timeout, dirs),
+        "python": python_entry,
+        "torch": torch,
+        "scikit_build_core": skbuild,
+        "numa": collect_numa(root),
+        "ccache": probe_tool(run, "ccache", ["--version"], first_version, timeout, dirs),
+        "git": probe_tool(run, "git", ["--version"], first_version, timeout, dirs),
+    }

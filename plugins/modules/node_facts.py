@@ -1,0 +1,170 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: node_facts
+short_description: Memory, build-process, CPU, GPU, toolchain, disk and kernel-event facts of a CUDA build node
+version_added: 0.1.0
+author: gpufleet.preflight contributors (@gpufleet)
+description:
+  - Gathers what a person checks by hand before starting or resuming a heavy CUDA build, in one round trip,
+    with the Python standard library only on the node.
+  - Memory is reported the way C(free -h) shows it B(and) the way the node's memory cgroup (v1 or v2) limits it;
+    the effective total and available memory are the tighter of the two, because C(free) inside a container shows
+    the host's memory.
+  - Build processes are matched by executable name, not by grepping command lines, and the module never counts
+    its own process tree.
+  - Facts are returned under C(ansible_facts.gpufleet_<subset>). The module changes nothing.
+options:
+  gather_subset:
+    description:
+      - Which subsets to gather, as in M(ansible.builtin.setup). V(all) gathers every subset;
+        a name prefixed with C(!) excludes it (V(!gpus) alone means all but gpus).
+      - Known subsets are V(memory), V(build_processes), V(cpus), V(gpus), V(toolchain), V(disks) and V(kernel_events).
+    type: list
+    elements: str
+    default: [all]
+  build_process_names:
+    description:
+      - Executable names to count as build processes B(in addition to) the defaults (cmake, ninja, make, gmake, cc1,
+        cc1plus, cicc, ptxas, nvcc, nvlink, fatbinary, cudafe++, collect2, ld and ld.* linkers). Shell globs allowed.
+    type: list
+    elements: str
+    default: []
+  build_process_patterns:
+    description:
+      - Python regular expressions matched against the whole command line of a process; a match counts it as a build
+        process too (for example a wrapper script).
+    type: list
+    elements: str
+    default: []
+  gpu_timeout:
+    description:
+      - Seconds to wait for C(nvidia-smi); a wedged driver makes it hang. Must be greater than 0.
+    type: float
+    default: 10
+  disk_paths:
+    description:
+      - Paths whose filesystem free space and inodes to report. Defaults to the temp dir and the user's cache dir.
+    type: list
+    elements: path
+    default: []
+  toolchain_python:
+    description:
+      - The Python interpreter (for example a build venv's C(bin/python)) whose torch and scikit-build-core to inspect.
+      - Defaults to C(python3) on the node's PATH.
+    type: path
+  kernel_events_window:
+    description:
+      - How far back, in seconds, to report OOM kills and GPU Xid errors from the kernel log.
+    type: int
+    default: 86400
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  facts:
+    support: full
+notes:
+  - Run as root to see every process's executable and the kernel log; without it those facts are reported as unreadable.
+seealso:
+  - module: gpufleet.preflight.readiness
+  - module: gpufleet.preflight.build_processes
+"""
+
+EXAMPLES = r"""
+- name: Gather memory and build-process facts only
+  gpufleet.preflight.node_facts:
+    gather_subset: [memory, build_processes]
+
+- name: Everything but the GPUs
+  gpufleet.preflight.node_facts:
+    gather_subset: ['!gpus']
+
+- name: Show the memory a build can really use
+  ansible.builtin.debug:
+    msg: "{{ ansible_facts.gpufleet_memory.effective.available_human }} of {{ ansible_facts.gpufleet_memory.effective.total_human }}"
+"""
+
+RETURN = r"""
+ansible_facts:
+  description: The gathered subsets, each under its own key.
+  returned: always
+  type: dict
+  contains:
+    gpufleet_memory:
+      description:
+        - Host view (every field of C(free -h)), cgroup view (limit, usage, reclaimable, OOM counter),
+          effective total and available, PSI pressure, OOM-kill counters and NUMA nodes.
+      returned: when the memory subset is gathered
+      type: dict
+      sample:
+        effective: {total_bytes: 2147483648, total_human: 2.0Gi, available_bytes: 2040000000, available_human: 1.9Gi, limited_by: cgroup}
+    gpufleet_build_processes:
+      description: Build processes by executable name, with pid, ppid, user, state, age, RSS, orphaned and zombie flags.
+      returned: when the build_processes subset is gathered
+      type: dict
+      sample: {count: 1, by_name: {ninja: 1}, processes: [{pid: 115, name: ninja, orphaned: true, zombie: false}]}
+    gpufleet_cpus:
+      description: Online CPUs, the scheduler affinity and the cgroup CPU quota, and the usable count.
+      returned: when the cpus subset is gathered
+      type: dict
+    gpufleet_gpus:
+      description: Devices reported by nvidia-smi, or why there are none (C(present=false), C(state)).
+      returned: when the gpus subset is gathered
+      type: dict
+    gpufleet_toolchain:
+      description: cmake, ninja, nvcc and its GPU architectures, gcc, python, torch, scikit-build-core, numa.h, ccache, git.
+      returned: when the toolchain subset is gathered
+      type: dict
+    gpufleet_disks:
+      description: Free bytes and inodes, filesystem type, mount point and writability of each path asked for.
+      returned: when the disks subset is gathered
+      type: dict
+    gpufleet_kernel_events:
+      description: Recent OOM kills and GPU Xid errors from the kernel log, and which log was readable.
+      returned: when the kernel_events subset is gathered
+      type: dict
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.preflight.plugins.module_utils._node_facts import (
+    SUBSETS,
+    gather,
+    validate_options,
+)
+from ansible_collections.gpufleet.preflight.plugins.module_utils._run import run_with_timeout
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            gather_subset=dict(type="list", elements="str", default=["all"]),
+            build_process_names=dict(type="list", elements="str", default=[]),
+            build_process_patterns=dict(type="list", elements="str", default=[]),
+            gpu_timeout=dict(type="float", default=10),
+            disk_paths=dict(type="list", elements="path", default=[]),
+            toolchain_python=dict(type="path"),
+            kernel_events_window=dict(type="int", default=86400),
+        ),
+        supports_check_mode=True,
+    )
+    try:
+        options = validate_options(module.params, SUBSETS)
+    except ValueError as exc:
+        module.fail_json(msg=str(exc))
+
+    facts = gather(options, run_with_timeout)
+    module.exit_json(changed=False, ansible_facts=facts)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,280 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Readiness policy on the controller: validate it, pick the subsets it needs, judge the facts.
+
+Everything here is pure: facts in, checks out. The action plugin does the one round trip.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+
+from ansible_collections.gpufleet.preflight.plugins.module_utils._human import human, parse_size
+from ansible_collections.gpufleet.preflight.plugins.plugin_utils._checks import result, skipped, unknown
+
+try:
+    import jmespath
+    from jmespath.exceptions import JMESPathError
+except ImportError:  # pragma: no cover - reported as a clear error when custom checks are used
+    jmespath = None
+    JMESPathError = Exception
+
+PROFILES = ("build", "gpu")
+COMMON_SUBSETS = ("memory", "build_processes")
+PROFILE_SUBSETS = {
+    "build": ("toolchain", "disks", "kernel_events"),
+    "gpu": ("gpus", "kernel_events"),
+}
+CUSTOM_CHECK_KEYS = ("name", "query", "equals", "max", "min", "message")
+
+
+# ---------------------------------------------------------------- validation
+
+
+def parse_memory_requirement(value):
+    """``'64GiB'`` -> ``('absolute', bytes)``; ``'0.8'`` or ``0.8`` -> ``('fraction', 0.8)``.
+
+    A bare number at most 1 is a fraction of the effective total; anything else must be a size.
+    """
+    text = str(value).strip()
+    try:
+        number = float(text)
+    except ValueError:
+        number = None
+    if number is not None and (0 < number <= 1):
+        return ("fraction", number)
+    if number is not None and (number < 0 or "." in text):
+        raise ValueError(
+            "min_available_memory: %r is neither a size like 64GiB nor a fraction of the effective total in (0, 1]" % (value,))
+    try:
+        return ("absolute", parse_size(text))
+    except ValueError as exc:
+        raise ValueError("min_available_memory: %s" % exc)
+
+
+def compile_custom_check(index, spec):
+    """Validate one JMESPath check; returns it with the compiled expression under ``compiled``."""
+    where = "custom_checks[%d]" % index
+    if not isinstance(spec, dict):
+        raise ValueError("%s: must be a dict with name, query and one of equals/max/min, got %r" % (where, spec))
+    extra = sorted(set(spec) - set(CUSTOM_CHECK_KEYS))
+    if extra:
+        raise ValueError("%s: unknown key%s %s; allowed: %s" % (where, "s" if len(extra) > 1 else "", ", ".join(extra), ", ".join(CUSTOM_CHECK_KEYS)))
+    if not spec.get("name") or not spec.get("query"):
+        raise ValueError("%s: needs a name and a query" % where)
+    bounds = [key for key in ("equals", "max", "min") if key in spec]
+    if not bounds:
+        raise ValueError("%s (%s): needs one of equals, max or min to compare the query's result with" % (where, spec["name"]))
+    if jmespath is None:
+        raise ValueError("%s: the jmespath Python library is needed on the controller for custom checks (pip install jmespath)" % where)
+    try:
+        compiled = jmespath.compile(spec["query"])
+    except JMESPathError as exc:
+        raise ValueError("%s (%s): the JMESPath query %r does not parse: %s" % (where, spec["name"], spec["query"], exc))
+    for key in ("max", "min"):
+        if key in spec and not isinstance(spec[key], (int, float)):
+            raise ValueError("%s (%s): %s must be a number, got %r" % (where, spec["name"], key, spec[key]))
+    checked = dict(spec)
+    checked["compiled"] = compiled
+    return checked
+
+
+def validate_policy(args):
+    """Return the policy with sizes parsed and expressions compiled; ValueError naming the option."""
+    policy = dict(args)
+    policy["min_available_memory"] = parse_memory_requirement(args["min_available_memory"])
+    if args["max_build_processes"] < 0:
+        raise ValueError("max_build_processes: must be 0 or more, got %s" % args["max_build_processes"])
+    pressure = args.get("max_memory_pressure")
+    if pressure is not None and not 0 <= pressure <= 100:
+        raise ValueError("max_memory_pressure: a PSI percentage between 0 and 100, got %s" % pressure)
+    for pattern in args.get("build_process_patterns") or []:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ValueError("build_process_patterns: %r is not a valid regular expression (%s)" % (pattern, exc))
+    for name in ("wait", "interval"):
+        if args.get(name) is not None and args[name] < 0:
+            raise ValueError("%s: must be 0 or more seconds, got %s" % (name, args[name]))
+    policy["custom_checks"] = [compile_custom_check(i, spec) for i, spec in enumerate(args.get("custom_checks") or [])]
+    return policy
+
+
+def subsets_for(policy):
+    """The node_facts subsets this policy reads, so the node gathers nothing it does not need."""
+    wanted = list(COMMON_SUBSETS)
+    for profile in policy.get("profiles") or ():
+        wanted.extend(PROFILE_SUBSETS[profile])
+    for spec in policy.get("custom_checks") or ():
+        root = spec["query"].lstrip("( ").split(".", 1)[0].split("[", 1)[0].strip()
+        if root:
+            wanted.append(root)
+    seen = []
+    for name in wanted:
+        if name not in seen:
+            seen.append(name)
+    return seen
+
+
+# ---------------------------------------------------------------- checks
+
+
+def describe_age(seconds):
+    """``7380`` -> ``2h 03m``; short ages in seconds or minutes."""
+    seconds = int(seconds or 0)
+    if seconds < 60:
+        return "%ds" % seconds
+    if seconds < 3600:
+        return "%dm %02ds" % (seconds // 60, seconds % 60)
+    if seconds < 86400:
+        return "%dh %02dm" % (seconds // 3600, seconds % 3600 // 60)
+    return "%dd %02dh" % (seconds // 86400, seconds % 86400 // 3600)
+
+
+def describe_processes(processes):
+    """``ninja (pid 115, orphaned, 2h 03m), cc1plus x2`` -- one entry per name, in order of appearance."""
+    groups = []
+    by_name = {}
+    for proc in processes:
+        if proc["name"] not in by_name:
+            by_name[proc["name"]] = []
+            groups.append(proc["name"])
+        by_name[proc["name"]].append(proc)
+    parts = []
+    for name in groups:
+        procs = by_name[name]
+        if len(procs) > 1:
+            flags = []
+            orphans = sum(1 for p in procs if p.get("orphaned"))
+            zombies = sum(1 for p in procs if p.get("zombie"))
+            if orphans:
+                flags.append("%d orphaned" % orphans)
+            if zombies:
+                flags.append("%d zombie" % zombies)
+            parts.append("%s x%d%s" % (name, len(procs), " (%s)" % ", ".join(flags) if flags else ""))
+            continue
+        proc = procs[0]
+        details = ["pid %s" % proc["pid"]]
+        if proc.get("orphaned"):
+            details.append("orphaned")
+        if proc.get("zombie"):
+            details.append("zombie")
+        details.append(describe_age(proc.get("age_seconds")))
+        parts.append("%s (%s)" % (name, ", ".join(details)))
+    return ", ".join(parts)
+
+
+def check_available_memory(facts, policy):
+    name = "available_memory"
+    memory = facts.get("memory")
+    kind, value = policy["min_available_memory"]
+    if not memory or not memory.get("effective"):
+        return unknown(name, value, "memory facts were not gathered")
+    effective = memory["effective"]
+    available = effective.get("available_bytes")
+    total = effective.get("total_bytes")
+    if available is None or total is None:
+        return unknown(name, value, "effective memory could not be read: %s" % "; ".join(memory.get("errors") or ["no reason given"]))
+    required = int(total * value) if kind == "fraction" else value
+    expected = ">= %s" % human(required) + (" (%d%% of %s effective total)" % (value * 100, human(total)) if kind == "fraction" else "")
+    ok = available >= required
+    limit_note = ""
+    if effective.get("limited_by") == "cgroup":
+        host_total = (memory.get("host") or {}).get("total_bytes")
+        limit_note = " (capped by the memory cgroup at %s total; free shows the host's %s)" % (human(total), human(host_total))
+    message = (
+        "effective available memory %s is below the %s required%s: stop what holds memory, raise the container's limit, "
+        "or lower preflight_min_available_memory" % (human(available), human(required), limit_note)
+    )
+    return result(name, ok, human(available), expected, "" if ok else message)
+
+
+def check_build_processes(facts, policy):
+    name = "build_processes"
+    procs = facts.get("build_processes")
+    allowed = policy["max_build_processes"]
+    if not procs or "count" not in procs:
+        return unknown(name, "<= %d" % allowed, "build-process facts were not gathered")
+    count = procs["count"]
+    ok = count <= allowed
+    message = ""
+    if not ok:
+        message = "%d build process%s still running: %s; wait for them, or end them with playbooks/reap.yml" % (
+            count, "" if count == 1 else "es", describe_processes(procs.get("processes") or []))
+    return result(name, ok, count, "<= %d" % allowed, message)
+
+
+def check_memory_pressure(facts, policy):
+    name = "memory_pressure"
+    limit = policy.get("max_memory_pressure")
+    if limit is None:
+        return None
+    pressure = (facts.get("memory") or {}).get("pressure") or {}
+    if not pressure.get("present"):
+        return skipped(name, "no /proc/pressure/memory on this kernel (%s)" % (pressure.get("reason") or "PSI absent"))
+    avg10 = ((pressure.get("some") or {}).get("avg10"))
+    if avg10 is None:
+        return unknown(name, "<= %s%%" % limit, "PSI 'some avg10' missing from /proc/pressure/memory")
+    ok = avg10 <= limit
+    message = "" if ok else (
+        "memory pressure is %.2f%% (tasks stalled on memory over the last 10 s), above %s%%: the node is reclaiming; "
+        "wait or free memory before building" % (avg10, limit))
+    return result(name, ok, avg10, "<= %s%%" % limit, message)
+
+
+def check_custom(spec, facts):
+    name = spec["name"]
+    if "equals" in spec:
+        expected, compare = "== %r" % (spec["equals"],), (lambda v: v == spec["equals"])
+    elif "max" in spec:
+        expected, compare = "<= %s" % spec["max"], (lambda v: isinstance(v, (int, float)) and v <= spec["max"])
+    else:
+        expected, compare = ">= %s" % spec["min"], (lambda v: isinstance(v, (int, float)) and v >= spec["min"])
+    try:
+        observed = spec["compiled"].search(facts)
+    except JMESPathError as exc:
+        return unknown(name, expected, "JMESPath %r failed on the facts: %s" % (spec["query"], exc), "custom")
+    if observed is None:
+        return unknown(name, expected, "JMESPath %r selected nothing in the gathered facts" % spec["query"], "custom")
+    ok = compare(observed)
+    message = "" if ok else (spec.get("message") or "%s: %r is %r, expected %s" % (name, spec["query"], observed, expected))
+    return result(name, ok, observed, expected, message, "custom")
+
+
+COMMON_CHECKS = (check_available_memory, check_build_processes, check_memory_pressure)
+
+
+def evaluate(facts, policy, profile_checks=()):
+    """All checks for these facts: common ones, each profile's (or why it was not applied), custom ones.
+
+    ``profile_checks`` are functions ``(facts, policy)`` that carry their own profile name.
+    """
+    checks = []
+    for check in COMMON_CHECKS:
+        entry = check(facts, policy)
+        if entry is not None:
+            checks.append(entry)
+    selected = set(policy.get("profiles") or ())
+    for check in profile_checks:
+        entry = check(facts, policy)
+        if entry is None:
+            continue
+        if entry["profile"] not in selected:
+            entry = skipped(entry["name"], "profile %s not selected (preflight_profiles: %s)"
+                            % (entry["profile"], ", ".join(sorted(selected)) or "none"), entry["profile"])
+        checks.append(entry)
+    for spec in policy.get("custom_checks") or ():
+        checks.append(check_custom(spec, facts))
+    return checks
+
+
+def verdict(checks):
+    """``(ready, message)``: the message names every failed check, one sentence each."""
+    failed = [c for c in checks if c["status"] in ("failed", "unknown")]
+    if not failed:
+        applied = sum(1 for c in checks if c["status"] == "ok")
+        return True, "ready: %d check%s passed" % (applied, "" if applied == 1 else "s")
+    return False, "not ready: " + "; ".join("%s: %s" % (c["name"], c["message"]) for c in failed)

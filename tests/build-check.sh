@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The tarball ansible-galaxy builds must install into an empty collections path and run the preflight.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+ansible-galaxy collection build --force --output-path "$work" .
+tarball=$(ls "$work"/gpufleet-preflight-*.tar.gz)
+echo "built $(basename "$tarball"): $(tar -tzf "$tarball" | wc -l) files"
+if tar -tzf "$tarball" | grep -E '(^|/)(\.venv|\.tmp|reports|tests/output|\.ansible)/' ; then
+  echo "build_ignore let the files above into the tarball" >&2; exit 1
+fi
+mkdir -p "$work/collections"
+ANSIBLE_COLLECTIONS_PATH="$work/collections" ansible-galaxy collection install "$tarball" -p "$work/collections"
+cd "$work"
+cat > inventory.yml <<'INV'
+all:
+  hosts:
+    localhost:
+      ansible_connection: local
+      ansible_python_interpreter: "{{ ansible_playbook_python }}"
+INV
+# From the installed tarball only: no ansible.cfg of the checkout, no link to it.
+ANSIBLE_CONFIG=/dev/null ANSIBLE_COLLECTIONS_PATH="$work/collections" \
+  ansible-playbook -i inventory.yml gpufleet.preflight.preflight \
+  -e preflight_fail_when_not_ready=false -e preflight_report_dir="$work/reports" | tee "$work/out.txt"
+grep -q "of 1)" "$work/out.txt"
+python3 -c "import json,sys; r=json.load(open('$work/reports/preflight.json')); assert r['summary']['total']==1, r['summary']; print('report:', r['summary'])"

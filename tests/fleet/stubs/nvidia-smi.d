@@ -1,0 +1,1 @@
+../../unit/plugins/module_utils/fixtures/gpus/rtx_pro_6000_x8

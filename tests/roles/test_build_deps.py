@@ -1,0 +1,245 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Role gpufleet.preflight.build_deps, run for real on this host (root, apt, pip from the index).
+
+Each test runs ansible-playbook against localhost (connection local) and reads the PLAY RECAP, the
+failure message, and what the playbook leaves in a result file (build_deps_env and the toolchain
+facts). One build venv is shared by the tests that may change it; the check-mode and bad-input tests
+use fresh paths and assert nothing appears there.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PLAYBOOK = os.path.join(ROOT, "tests", "roles", "playbooks", "build_deps.yml")
+ANSIBLE_PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
+RECAP_RE = re.compile(r"^localhost\s*:\s*(.*)$", re.MULTILINE)
+
+pytestmark = [
+    pytest.mark.skipif(os.geteuid() != 0, reason="installs system packages: needs root"),
+    pytest.mark.skipif(shutil.which("apt-get") is None, reason="exercised on the Debian family (apt) here"),
+]
+
+
+class Run(object):
+    """One ansible-playbook run: rc, output, recap counters, and the result file if written."""
+
+    def __init__(self, proc, result_file, seconds):
+        self.rc = proc.returncode
+        self.output = proc.stdout + proc.stderr
+        self.seconds = seconds
+        recap = RECAP_RE.findall(proc.stdout)
+        self.recap = dict((k, int(v)) for k, v in re.findall(r"(\w+)=(\d+)", recap[-1])) if recap else {}
+        self.result = None
+        if os.path.exists(result_file):
+            with open(result_file) as handle:
+                self.result = json.load(handle)
+
+    def __repr__(self):
+        return "rc=%s recap=%s\n%s" % (self.rc, self.recap, self.output[-6000:])
+
+
+def run_role(tmp_path, extra_vars, check=False, wrapper=None, name="run"):
+    """Run the role through tests/roles/playbooks/build_deps.yml with ``extra_vars``."""
+    result_file = str(tmp_path / ("%s-result.json" % name))
+    if os.path.exists(result_file):
+        os.unlink(result_file)
+    variables = dict(extra_vars, build_deps_test_result=result_file)
+    vars_file = tmp_path / ("%s-vars.json" % name)
+    vars_file.write_text(json.dumps(variables))
+    env = dict(os.environ)
+    env.update({
+        "ANSIBLE_CONFIG": os.path.join(ROOT, "ansible.cfg"),
+        "ANSIBLE_COLLECTIONS_PATH": os.environ.get("ANSIBLE_COLLECTIONS_PATH", os.path.join(ROOT, ".tmp", "collections")),
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_FORCE_COLOR": "0",
+    })
+    argv = [ANSIBLE_PLAYBOOK, "-i", "localhost,", "-c", "local", "-e", "ansible_python_interpreter=%s" % sys.executable,
+            "-e", "@%s" % vars_file, PLAYBOOK]
+    if check:
+        argv.append("--check")
+    if wrapper:
+        argv = list(wrapper) + argv
+    started = time.monotonic()
+    proc = subprocess.run(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          universal_newlines=True, timeout=900)
+    return Run(proc, result_file, time.monotonic() - started)
+
+
+def version_tuple(text):
+    return tuple(int(part) for part in re.findall(r"\d+", text)[:3])
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    return tmp_path_factory.mktemp("build_deps")
+
+
+@pytest.fixture(scope="module")
+def venv(workdir):
+    return str(workdir / "venv")
+
+
+@pytest.fixture(scope="module")
+def first_run(workdir, venv):
+    """The role on a fresh venv path: installs what is missing, creates and fills the venv."""
+    run = run_role(workdir, {"build_deps_venv": venv}, name="first")
+    print("first run: %.1fs, %s" % (run.seconds, run.recap))
+    return run
+
+
+def test_first_run_makes_the_node_build_ready(first_run, venv):
+    assert first_run.rc == 0, first_run
+    assert first_run.recap["failed"] == 0
+    facts = first_run.result["gpufleet_toolchain"]
+    assert facts["numa"]["header_present"], facts["numa"]
+    assert subprocess.call(["dpkg", "-s", "libnuma-dev"], stdout=subprocess.DEVNULL) == 0
+    assert facts["scikit_build_core"]["present"], facts["scikit_build_core"]
+    assert version_tuple(facts["scikit_build_core"]["version"]) >= (0, 10)
+    # The system cmake here is 3.25: the build's cmake is the venv's, from PyPI.
+    assert facts["cmake"]["path"] == os.path.join(venv, "bin", "cmake")
+    assert version_tuple(facts["cmake"]["version"]) >= (3, 31)
+    assert facts["python"]["path"] == os.path.join(venv, "bin", "python")
+    env = first_run.result["build_deps_env"]
+    assert env["PATH"].startswith("%s/bin:/usr/local/cuda/bin:" % venv)
+    assert env["CUDA_HOME"] == "/usr/local/cuda"
+    with open(os.path.join(venv, "gpufleet-build.env")) as handle:
+        text = handle.read()
+    assert "export CUDA_HOME=/usr/local/cuda\n" in text
+    assert "export PATH=%s/bin:/usr/local/cuda/bin:\"$PATH\"\n" % venv in text
+
+
+def test_env_file_is_sourceable_and_puts_venv_cmake_first(first_run, venv):
+    assert first_run.rc == 0, first_run
+    out = subprocess.check_output(["sh", "-c", ". %s/gpufleet-build.env && command -v cmake && command -v nvcc && echo $CUDA_HOME" % venv],
+                                  universal_newlines=True).split()
+    assert out[0] == os.path.join(venv, "bin", "cmake")
+    assert out[1] in ("/usr/local/cuda/bin/nvcc", "/usr/local/bin/nvcc")
+    assert out[2] == "/usr/local/cuda"
+
+
+def test_second_run_changes_nothing(first_run, workdir, venv):
+    assert first_run.rc == 0, first_run
+    run = run_role(workdir, {"build_deps_venv": venv}, name="second")
+    print("second run: %.1fs, %s" % (run.seconds, run.recap))
+    assert run.rc == 0, run
+    assert run.recap["changed"] == 0, run
+
+
+def test_check_mode_on_a_fresh_venv_reports_changes_and_creates_nothing(first_run, workdir):
+    fresh = workdir / "fresh" / "venv"
+    run = run_role(workdir, {"build_deps_venv": str(fresh)}, check=True, name="check")
+    assert run.rc == 0, run
+    assert run.recap["changed"] > 0, run
+    assert not (workdir / "fresh").exists()
+    assert "would write %s/gpufleet-build.env" % fresh in run.output
+
+
+@pytest.mark.parametrize("spec, policy_set", [
+    ("cmake>=3.31,<4", False),
+    ("cmake>=4,<5", True),
+])
+def test_cmake_policy_minimum_follows_the_cmake_in_use(first_run, workdir, venv, spec, policy_set):
+    assert first_run.rc == 0, first_run
+    run = run_role(workdir, {"build_deps_venv": venv, "build_deps_cmake_spec": spec}, name="cmake")
+    assert run.rc == 0, run
+    cmake = run.result["gpufleet_toolchain"]["cmake"]
+    assert cmake["path"] == os.path.join(venv, "bin", "cmake")
+    assert (version_tuple(cmake["version"]) >= (4, 0)) == policy_set, cmake
+    with open(os.path.join(venv, "gpufleet-build.env")) as handle:
+        text = handle.read()
+    assert ("export CMAKE_POLICY_VERSION_MINIMUM=3.5\n" in text) == policy_set, text
+    assert ("CMAKE_POLICY_VERSION_MINIMUM" in run.result["build_deps_env"]) == policy_set
+
+
+def test_ccache_dir_is_created_and_exported(first_run, workdir, venv):
+    assert first_run.rc == 0, first_run
+    cache = workdir / "ccache"
+    env_file = workdir / "ccache.env"
+    run = run_role(workdir, {"build_deps_venv": venv, "build_deps_ccache_dir": str(cache), "build_deps_env_file": str(env_file)},
+                   name="ccache")
+    assert run.rc == 0, run
+    assert cache.is_dir()
+    assert "export CCACHE_DIR=%s\n" % cache in env_file.read_text()
+    assert run.result["build_deps_env"]["CCACHE_DIR"] == str(cache)
+
+
+def hide_numa_header(workdir):
+    """A wrapper running ansible-playbook in a mount namespace where /usr/include lacks numa.h.
+
+    /usr/include is replaced there by a directory of links to every other entry (through a second
+    mount of the original, so the links do not point into the replacement).
+    """
+    shadow = workdir / "include-without-numa"
+    original = workdir / "include-original"
+    for path in (shadow, original):
+        path.mkdir(exist_ok=True)
+    for name in os.listdir("/usr/include"):
+        link = shadow / name
+        if name != "numa.h" and not os.path.lexists(str(link)):
+            os.symlink(str(original / name), str(link))
+    script = "mount --bind /usr/include %s && mount --bind %s /usr/include && exec \"$@\"" % (original, shadow)
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh"]
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs unshare for a private mount namespace")
+def test_hidden_numa_header_fails_with_a_plain_message(first_run, workdir, venv):
+    assert first_run.rc == 0, first_run
+    run = run_role(workdir, {"build_deps_venv": venv, "build_deps_install_numa": False},
+                   wrapper=hide_numa_header(workdir), name="numa")
+    assert run.rc != 0, run
+    assert run.recap["failed"] == 1, run
+    assert "is not build-ready: numa.h not found: install libnuma-dev" in run.output, run
+    assert "Traceback" not in run.output
+    # Only this run's namespace lost the header.
+    assert os.path.exists("/usr/include/numa.h")
+
+
+def bad_input_cases():
+    return [
+        ("unsupported-os", {"build_deps_os_family": "Suse"}, "supports the OS families Debian and RedHat (apt and dnf); this node's family is Suse"),
+        ("torch-malformed", {"build_deps_torch_version": "2.9"}, 'build_deps_torch_version "2.9" is not a pinned torch version'),
+        ("torch-words", {"build_deps_torch_version": "latest"}, 'build_deps_torch_version "latest" is not a pinned torch version'),
+        ("torch-cpu", {"build_deps_torch_version": "2.9.1+cpu"}, 'build_deps_torch_version "2.9.1+cpu" is not a pinned torch version'),
+        ("torch-cuda-mismatch", {"build_deps_torch_version": "2.9.1+cu128"}, "is a CUDA 12 build but nvcc"),
+        ("no-index-no-links", {"build_deps_pip_no_index": True}, "build_deps_pip_no_index is true but build_deps_pip_find_links is empty"),
+        ("bad-cmake-spec", {"build_deps_cmake_spec": "cmkae>=3.31"}, 'build_deps_cmake_spec "cmkae>=3.31" must be a requirement for the cmake package'),
+        ("bad-choice", {"build_deps_cmake_source": "conda"}, "build_deps_cmake_source"),
+    ]
+
+
+@pytest.mark.parametrize("name, extra, message", bad_input_cases(), ids=[case[0] for case in bad_input_cases()])
+def test_bad_input_fails_before_installing(workdir, name, extra, message):
+    venv = workdir / ("bad-%s" % name) / "venv"
+    # Ask for a package that is surely not installed: it must not be installed either.
+    run = run_role(workdir, dict(extra, build_deps_venv=str(venv), build_deps_extra_packages=["sl"]), name="bad-" + name)
+    assert run.rc != 0, run
+    assert message in run.output, run
+    assert run.recap["changed"] == 0, run
+    assert not venv.parent.exists()
+    assert subprocess.call(["dpkg", "-s", "sl"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) != 0
+    assert "Traceback" not in run.output
+
+
+def test_venv_path_that_is_a_file_fails_before_installing(workdir):
+    target = workdir / "not-a-dir"
+    target.write_text("a file\n")
+    run = run_role(workdir, {"build_deps_venv": str(target), "build_deps_extra_packages": ["sl"]}, name="file")
+    assert run.rc != 0, run
+    assert "build_deps_venv %s exists and is not a directory" % target in run.output, run
+    assert run.recap["changed"] == 0
+    assert target.read_text() == "a file\n"
+    assert subprocess.call(["dpkg", "-s", "sl"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) != 0

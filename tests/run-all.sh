@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Every test of the collection, in the order that fails fastest. `make test` runs all stages;
+# `tests/run-all.sh units fleet` runs only those. Expects `make setup` to have run (the Makefile does).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REPO=$PWD
+VENV=${VENV:-$REPO/.venv}
+export PATH="$VENV/bin:$PATH"
+export ANSIBLE_COLLECTIONS_PATH="$REPO/.tmp/collections"
+export ANSIBLE_CONFIG="$REPO/ansible.cfg"
+export PYTHONPATH="$REPO/.tmp/collections${PYTHONPATH:+:$PYTHONPATH}"
+STAGES=("$@")
+[ ${#STAGES[@]} -gt 0 ] || STAGES=(units lint sanity integration host build roles fleet build-check bench-quick)
+
+# Node-side code must run on every Python that ansible-core supports on targets and this machine has.
+node_pythons() {
+  local v found=()
+  for v in 3.8 3.9 3.10 3.11 3.12 3.13; do
+    for dir in /root/.pyenv/versions/"$v".*/bin; do
+      [ -x "$dir/python$v" ] && { found+=("$dir"); break; }
+    done
+  done
+  printf '%s\n' "${found[@]}"
+}
+
+# ansible-test insists on a physical .../ansible_collections/<ns>/<name>/ path: copy the tracked tree there.
+ansible_test_tree() {
+  local dest=${TMPDIR:-/tmp}/gpufleet-ansible-test/ansible_collections/gpufleet/preflight
+  rm -rf "$dest" && mkdir -p "$dest"
+  git ls-files -co --exclude-standard -z | xargs -0 cp -P --parents -t "$dest"/
+  # ansible-test bootstraps pip in its venvs with a script from ci-files.testing.ansible.com; ours uses ensurepip + PyPI.
+  mkdir -p ~/.ansible/test/cache
+  cp tests/tools/offline_get_pip.py ~/.ansible/test/cache/get_pip_24_2.py
+  echo "$dest"
+}
+
+stage() { printf '\n===== %s =====\n' "$1"; }
+
+for s in "${STAGES[@]}"; do
+  case "$s" in
+    units)
+      stage "unit tests (pytest, table-driven, on captured fixtures)"
+      pytest -q -p no:cacheprovider tests/unit ;;
+    lint)
+      stage "ansible-lint --profile production"
+      ansible-lint --profile production --offline roles playbooks ;;
+    sanity)
+      stage "ansible-test sanity (node-side Pythons: $(node_pythons | sed 's#.*/versions/##; s#/bin##' | tr '\n' ' '))"
+      tree=$(ansible_test_tree)
+      extra_path=$(node_pythons | tr '\n' ':')
+      (cd "$tree" && PATH="$extra_path$PATH" ansible-test sanity --requirements --color no)
+      (cd "$tree" && ansible-test units --requirements --python 3.11 --color no) ;;
+    integration)
+      stage "ansible-test integration (this host: real /proc, cgroups, nvcc)"
+      tree=$(ansible_test_tree)
+      (cd "$tree" && ansible-test integration --requirements --python 3.11 --color no) ;;
+    host|build|roles|fleet)
+      stage "pytest tests/$s (real processes, cgroups, sshd nodes)"
+      if [ -d "tests/$s" ]; then pytest -q -p no:cacheprovider "tests/$s"; else echo "tests/$s: none yet"; fi ;;
+    build-check)
+      stage "ansible-galaxy collection build, install into an empty path, run the preflight from it"
+      tests/build-check.sh ;;
+    bench-quick)
+      stage "benchmarks in quick mode (no timing asserted)"
+      if [ -x bench/run-all.sh ]; then GPUFLEET_BENCH_QUICK=1 bench/run-all.sh; else echo "bench: none yet"; fi ;;
+    *) echo "unknown stage $s" >&2; exit 2 ;;
+  esac
+done
+printf '\nall stages passed: %s\n' "${STAGES[*]}"

@@ -1,0 +1,39 @@
+#!/bin/sh
+# System packages the tests need (CI runs this as root on Debian/Ubuntu; `make system-deps`).
+# Idempotent: installs only what is missing, runs `apt-get update` at most once.
+# To add a package: one line "<command or file that proves it is there> <package>" below.
+set -eu
+
+# probe          package
+REQUIRED="
+/usr/sbin/sshd   openssh-server
+ssh              openssh-client
+ssh-keygen       openssh-client
+unshare          util-linux
+free             procps
+"
+
+missing=""
+echo "$REQUIRED" | {
+    while read -r probe package; do
+        [ -n "$probe" ] || continue
+        case "$probe" in
+            /*) [ -x "$probe" ] && continue ;;
+            *) command -v "$probe" >/dev/null 2>&1 && continue ;;
+        esac
+        case " $missing " in *" $package "*) ;; *) missing="$missing $package" ;; esac
+    done
+    if [ -z "$missing" ]; then
+        echo "system-deps: all present"
+        exit 0
+    fi
+    if [ "$(id -u)" -ne 0 ]; then
+        echo "system-deps: missing:$missing (run as root to install)" >&2
+        exit 1
+    fi
+    echo "system-deps: installing$missing"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update
+    # shellcheck disable=SC2086
+    apt-get install -y --no-install-recommends $missing
+}

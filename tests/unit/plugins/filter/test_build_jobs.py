@@ -1,0 +1,39 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import pytest
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.gpufleet.preflight.plugins.filter.build_jobs import FilterModule
+
+GI = 1024 ** 3
+SEED = {"effective": {"total_bytes": 449 * GI, "available_bytes": 448 * GI}}
+build_jobs = FilterModule().filters()["build_jobs"]
+
+
+@pytest.mark.parametrize("kwargs, jobs, fits", [
+    (dict(cpus=128, nvcc_threads=32), 2, True),
+    (dict(cpus=128), 80, True),
+    (dict(cpus={"usable": 128}, memory_per_thread="4GiB"), 100, True),
+    (dict(cpus=128, nvcc_threads=32, memory_per_thread="200GiB"), 1, False),
+])
+def test_build_jobs(kwargs, jobs, fits):
+    plan = build_jobs(SEED, **kwargs)
+    assert (plan["jobs"], plan["fits"]) == (jobs, fits)
+    assert plan["reason"].startswith("jobs=%d:" % jobs if fits else "does not fit:")
+
+
+@pytest.mark.parametrize("facts, kwargs, message", [
+    (SEED, {}, "cpus is required"),
+    (SEED, dict(cpus=4, nvcc_threads="thirty"), "nvcc_threads must be a whole number"),
+    ({}, dict(cpus=4), "no 'effective' section"),
+])
+def test_build_jobs_errors(facts, kwargs, message):
+    with pytest.raises(AnsibleFilterError) as err:
+        build_jobs(facts, **kwargs)
+    assert message in str(err.value)

@@ -1,0 +1,117 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""kernel_events: kmsg / dmesg / journal parsers and OOM + Xid extraction on captured logs."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+
+import pytest
+
+from ansible_collections.gpufleet.preflight.plugins.module_utils import _kernel_events as ke
+from ansible_collections.gpufleet.preflight.plugins.module_utils._run import run_with_timeout
+
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "kernel_events")
+
+
+def text(name):
+    with open(os.path.join(FIXTURES, name)) as handle:
+        return handle.read()
+
+
+def test_kmsg_memcg_oom_captured_on_6_18():
+    """A real OOM kill (64 MiB v1 memcg, python allocating 512 MiB) as /dev/kmsg printed it."""
+    entries = ke.parse_kmsg(text("kmsg-memcg-oom-6.18.txt"), boot_epoch=1000000.0)
+    assert entries[0] == (1000000.0 + 1.324448, "random: crng reseeded due to virtual machine fork")
+    kills, xids = ke.find_events(entries, now=1000000.0 + 500)
+    assert xids == []
+    assert len(kills) == 1
+    kill = kills[0]
+    assert (kill["pid"], kill["process"], kill["global"], kill["constraint"]) == (9188, "python3", False, "CONSTRAINT_MEMCG")
+    assert kill["cgroup"].endswith("/gpufleet-oomtest-manual")
+    assert kill["time"] == pytest.approx(1000000.0 + 467.949671)
+    assert kill["age_seconds"] == pytest.approx(500 - 467.949671, abs=0.001)
+
+
+def test_global_oom_with_oom_kill_line():
+    entries = ke.parse_dmesg(text("dmesg-iso-global-oom-5.15.txt"))
+    kills, xids = ke.find_events(entries, now=entries[-1][0] + 60)
+    assert len(kills) == 1
+    assert kills[0]["global"] is True and kills[0]["constraint"] == "CONSTRAINT_NONE"
+    assert (kills[0]["pid"], kills[0]["process"]) == (412911, "cicc")
+    assert kills[0]["cgroup"] == "/user.slice/user-1000.slice/session-7.scope"
+    # 2026-11-29T10:02:11.486801 UTC
+    assert kills[0]["time"] == pytest.approx(1795946531.486801)
+    assert [(x["code"], x["fatal"], x["pci"]) for x in xids] == [(13, False, "0000:43:00")]
+
+
+def test_pre_5_1_kill_process_lines():
+    entries = ke.parse_dmesg(text("dmesg-raw-old-oom-4.14.txt"), boot_epoch=0.0)
+    kills, _xids = ke.find_events(entries, now=10000.0)
+    assert [(k["pid"], k["process"], k["global"], k["cgroup"]) for k in kills] == [
+        (4425, "python3", False, "/docker/3f1c2a9be0d4"),
+        (2171, "ptxas", True, None),
+    ]
+    assert kills[0]["time"] == pytest.approx(8123.551745)
+
+
+def test_xids_from_journal():
+    entries = ke.parse_journal(text("journal-xid-short-unix.txt"))
+    kills, xids = ke.find_events(entries, now=1764417800.0)
+    assert [(x["code"], x["fatal"]) for x in xids] == [(79, True), (119, True), (31, False), (48, True)]
+    assert xids[0]["pci"] == "0000:3b:00" and xids[0]["message"].endswith("GPU has fallen off the bus.")
+    assert xids[0]["time"] == pytest.approx(1764410400.118233)
+    assert [(k["pid"], k["process"]) for k in kills] == [(88, "ninja")]
+
+
+@pytest.mark.parametrize("window, codes", [(100000, [79, 119, 31, 48]), (3600, [31, 48]), (100, [])])
+def test_window_filters_by_age(window, codes):
+    _kills, xids = ke.find_events(ke.parse_journal(text("journal-xid-short-unix.txt")), now=1764417800.0)
+    assert [x["code"] for x in ke.within_window(xids, window)] == codes
+
+
+@pytest.mark.parametrize("line, expected", [
+    ("2026-11-29T14:39:05,324448+00:00 hello", (1795963145.324448, "hello")),
+    ("2026-11-29T15:39:05,324448+01:00 hello", (1795963145.324448, "hello")),
+    ("[  467.949671] hello", (1467.949671, "hello")),
+])
+def test_parse_dmesg_lines(line, expected):
+    (when, message), = ke.parse_dmesg(line, boot_epoch=1000.0)
+    assert when == pytest.approx(expected[0]) and message == expected[1]
+
+
+def test_kmsg_escapes_and_continuations():
+    entries = ke.parse_kmsg("6,1,2000000,-;a\\x09b\n SUBSYSTEM=pci\n DEVICE=+pci:0000:3b:00.0\n", boot_epoch=10.0)
+    assert entries == [(12.0, "a\tb")]
+
+
+def test_collect_from_a_fixture_tree_kmsg(tmp_path):
+    (tmp_path / "dev").mkdir()
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "dev" / "kmsg").write_text(text("kmsg-memcg-oom-6.18.txt"))
+    (tmp_path / "proc" / "uptime").write_text(u"500.00 900.00\n")
+    facts = ke.collect_kernel_events(3600, run_with_timeout, root=str(tmp_path), now=2000000.0, sources=("kmsg",))
+    assert facts["source"] == "kmsg" and facts["readable"] is True
+    assert [k["pid"] for k in facts["oom_kills"]] == [9188]
+    assert facts["oom_kills"][0]["age_seconds"] == pytest.approx(500 - 467.949671, abs=0.001)
+    short = ke.collect_kernel_events(10, run_with_timeout, root=str(tmp_path), now=2000000.0, sources=("kmsg",))
+    assert short["oom_kills"] == [] and short["window_seconds"] == 10
+
+
+def test_nothing_readable_says_why(tmp_path):
+    def run(argv, timeout):
+        return 1, "", "dmesg: read kernel buffer failed: Operation not permitted"
+    facts = ke.collect_kernel_events(60, run, root=str(tmp_path), sources=("kmsg", "dmesg"))
+    assert facts["readable"] is False and facts["source"] is None
+    assert "dev/kmsg: No such file or directory" in facts["message"]
+    assert "Operation not permitted" in facts["message"]
+
+
+def test_journal_without_files_is_not_readable():
+    def run(argv, timeout):
+        return 0, "-- No entries --\n", "No journal files were found.\n"
+    facts = ke.collect_kernel_events(60, run, sources=("journal",))
+    assert facts["readable"] is False and "no journal files" in facts["message"]

@@ -1,0 +1,360 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Build-process scan on fixture /proc trees, and reaping real child processes."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from ansible_collections.gpufleet.preflight.plugins.module_utils._processes import (
+    DEFAULT_NAMES,
+    NameMatcher,
+    collect_build_processes,
+    compile_patterns,
+    filter_selection,
+    parse_stat,
+    parse_status_uid,
+    protected_pids,
+    read_stat,
+    reap,
+    split_cmdline,
+)
+
+FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "processes")
+BUILD = os.path.join(FIXTURES, "build")
+SELF_TREE = os.path.join(FIXTURES, "self_tree")
+
+
+def scan(root=BUILD, **kwargs):
+    kwargs.setdefault("clock_ticks", 100)
+    kwargs.setdefault("page_size", 4096)
+    return collect_build_processes(root=root, **kwargs)
+
+
+def pids(facts):
+    return [proc["pid"] for proc in facts["processes"]]
+
+
+def by_pid(facts):
+    return dict((proc["pid"], proc) for proc in facts["processes"])
+
+
+# --- parsers ----------------------------------------------------------------------------------
+
+STAT_TAIL = " 0 -1 4194304 100 0 0 0 12 3 0 0 20 0 1 0 34440 3133440 382 18446744073709551615 0 0\n"
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("6598 (cat) R 6596 6596 2683" + STAT_TAIL,
+     {"pid": 6598, "comm": "cat", "state": "R", "ppid": 6596, "start_ticks": 34440, "rss_pages": 382}),
+    # comm holds spaces and parentheses: it ends at the LAST ')'
+    ("42 (a) b (c)) S 7 42 42" + STAT_TAIL,
+     {"pid": 42, "comm": "a) b (c)", "state": "S", "ppid": 7, "start_ticks": 34440, "rss_pages": 382}),
+    ("43 () Z 1 43 43" + STAT_TAIL,
+     {"pid": 43, "comm": "", "state": "Z", "ppid": 1, "start_ticks": 34440, "rss_pages": 382}),
+    (b"44 (ninja) S 1 44 44" + STAT_TAIL.encode(),
+     {"pid": 44, "comm": "ninja", "state": "S", "ppid": 1, "start_ticks": 34440, "rss_pages": 382}),
+])
+def test_parse_stat(text, expected):
+    parsed = parse_stat(text)
+    assert dict((key, parsed[key]) for key in expected) == expected
+
+
+@pytest.mark.parametrize("text", ["", "garbage", "12 (x) S 1 2 3"])
+def test_parse_stat_rejects(text):
+    with pytest.raises(ValueError):
+        parse_stat(text)
+
+
+@pytest.mark.parametrize("text, uid", [
+    ("Name:\tninja\nUid:\t1000\t1000\t1000\t1000\nGid:\t1000\n", 1000),
+    ("Name:\tx\nUid:\t0\t0\t0\t0\n", 0),
+    ("Name:\tx\n", None),
+])
+def test_parse_status_uid(text, uid):
+    assert parse_status_uid(text) == uid
+
+
+@pytest.mark.parametrize("data, argv", [
+    (b"ninja\0-j\0008\0", ["ninja", "-j", "8"]),
+    (b"sshd: root@notty", ["sshd: root@notty"]),   # rewritten title: no trailing NUL
+    (b"", []),                                      # zombie or kernel thread
+    (b"a b\0\0c\0", ["a b", "", "c"]),
+])
+def test_split_cmdline(data, argv):
+    assert split_cmdline(data) == argv
+
+
+@pytest.mark.parametrize("names, name, matches", [
+    (DEFAULT_NAMES, "ld.gold", True),
+    (DEFAULT_NAMES, "ld.lld", True),
+    (DEFAULT_NAMES, "ld", True),
+    (DEFAULT_NAMES, "lld", False),
+    (DEFAULT_NAMES, "cudafe++", True),
+    (DEFAULT_NAMES, "cmake-gui", False),
+    (DEFAULT_NAMES, "vim", False),
+    (["ld"], "ld.gold", False),
+    (["cc1*"], "cc1plus", True),
+])
+def test_name_matcher(names, name, matches):
+    assert NameMatcher(names)(name) is matches
+
+
+@pytest.mark.parametrize("names, message", [
+    (["/usr/bin/ninja"], "names: '/usr/bin/ninja' holds '/'"),
+    ([""], "names: '' is not a process name"),
+])
+def test_name_matcher_rejects(names, message):
+    with pytest.raises(ValueError) as info:
+        NameMatcher(names)
+    assert message in str(info.value)
+
+
+@pytest.mark.parametrize("patterns, message", [
+    (["ninja("], "patterns: 'ninja(' is not a valid regular expression: missing ), unterminated subpattern"),
+    ([""], "patterns: '' is not a regular expression"),
+])
+def test_compile_patterns_rejects(patterns, message):
+    with pytest.raises(ValueError) as info:
+        compile_patterns(patterns)
+    assert message in str(info.value)
+
+
+# --- the scan on fixture trees ------------------------------------------------------------------
+
+DEFAULT_HITS = [200, 210, 211, 212, 220, 229, 230, 300, 301, 400]
+
+
+@pytest.mark.parametrize("kwargs, expected_pids", [
+    # kernel thread "cc1" (3), vim/grep/python/less mentioning cmake/ninja (500-503), the pip
+    # build (600) and the truncated g++/gcc comms (410, 411) are not build processes by default
+    ({}, DEFAULT_HITS),
+    ({"extra_names": ["x86_64-linux-gnu-g++-12"]}, sorted(DEFAULT_HITS + [410])),
+    ({"patterns": [r"pip wheel .*sgl-kernel"]}, sorted(DEFAULT_HITS + [600])),
+    ({"names": ["ld"]}, []),                       # exact: ld.gold is not ld
+    ({"names": ["ld.*"]}, [230]),
+    ({"names": ["cmake"]}, [400]),                 # by argv[0]: its comm is "tool (x) y)"
+    ({"names": [], "patterns": [r"^ninja "]}, [200, 300]),
+    ({"names": []}, []),
+    ({"names": ["vim", "grep"]}, [500, 501]),
+])
+def test_collect_selection(kwargs, expected_pids):
+    assert pids(scan(**kwargs)) == expected_pids
+
+
+def test_collect_facts_shape():
+    facts = scan()
+    assert facts["count"] == 10
+    assert facts["by_name"] == {"ninja": 2, "nvcc": 1, "cicc": 1, "ptxas": 1, "cc1plus": 2,
+                                "collect2": 1, "ld.gold": 1, "cmake": 1}
+    # 24 pid directories; 999 vanished before its stat was read (998 after: scanned, not counted)
+    assert facts["scanned"] == 23
+    assert facts["names"] == list(DEFAULT_NAMES)
+    assert facts["patterns"] == []
+    assert facts["errors"] == []
+    rss_pages = 3000 + 2560 + 500000 + 2560 + 100000 + 2560 + 2560 + 1000 + 0 + 2560
+    assert facts["total_rss_bytes"] == rss_pages * 4096
+    assert facts["total_rss_human"] == "2.4Gi"
+
+
+@pytest.mark.parametrize("pid, expected", [
+    (200, {"name": "ninja", "ppid": 101, "user": None, "uid": 1000, "state": "S", "age_seconds": 2000,
+           "rss_bytes": 3000 * 4096, "cmdline": "ninja -j 8", "orphaned": False, "zombie": False,
+           "matched_by": "name"}),
+    (300, {"name": "ninja", "ppid": 1, "uid": 0, "user": "root", "age_seconds": 9000, "orphaned": True,
+           "zombie": False}),
+    (301, {"name": "cc1plus", "ppid": 300, "state": "Z", "zombie": True, "orphaned": False,
+           "cmdline": "[cc1plus]", "rss_bytes": 0}),
+    (230, {"name": "ld.gold", "matched_by": "name"}),
+    (400, {"name": "cmake", "comm": "tool (x) y)", "ppid": 101, "state": "S", "cmdline": "/opt/cmake-3.31/bin/cmake --build ."}),
+])
+def test_collect_process_fields(pid, expected):
+    proc = by_pid(scan())[pid]
+    if "user" in expected and expected["user"] is None:
+        expected = dict(expected)
+        del expected["user"]   # uid 1000 may have no name on the test host
+    assert dict((key, proc[key]) for key in expected) == expected
+
+
+def test_truncated_comm_is_decided_by_exe():
+    procs = by_pid(scan(extra_names=["x86_64-linux-gnu-g++-12"]))
+    assert procs[410]["name"] == "x86_64-linux-gnu-g++-12"
+    assert procs[410]["comm"] == "x86_64-linux-gn"
+    assert 411 not in procs   # same 15-character comm, but its exe is gcc-12
+
+
+def test_pattern_match_is_labelled():
+    proc = by_pid(scan(patterns=["sgl-kernel/$"]))[600]
+    assert (proc["matched_by"], proc["name"]) == ("pattern", "python3")
+    assert scan(patterns=["sgl-kernel/$"])["patterns"] == ["sgl-kernel/$"]
+
+
+def test_cmdline_is_cut_to_200_characters(tmp_path):
+    proc_dir = tmp_path / "proc" / "77"
+    proc_dir.mkdir(parents=True)
+    (tmp_path / "proc" / "uptime").write_text("100.0 100.0\n")
+    (proc_dir / "stat").write_text("77 (nvcc) S 1 77 77" + STAT_TAIL)
+    (proc_dir / "status").write_text("Uid:\t0\t0\t0\t0\n")
+    (proc_dir / "cmdline").write_bytes(b"nvcc\0" + b"-gencode=arch=compute_120a,code=sm_120a\0" * 20)
+    cmdline = scan(root=str(tmp_path))["processes"][0]["cmdline"]
+    assert len(cmdline) == 200 and cmdline.startswith("nvcc -gencode") and cmdline.endswith("...")
+
+
+@pytest.mark.parametrize("self_pid, expected_pids", [
+    # no self: every make/ninja/cc1plus/cmake counts
+    (None, [60, 62, 64, 65, 70, 71]),
+    # the module (63) runs under make -> sh -> make and has started ninja -> cc1plus: none count
+    (63, [70, 71]),
+    (64, [70, 71]),
+    (70, [60, 62, 64, 65]),
+])
+def test_self_tree_is_never_counted(self_pid, expected_pids):
+    assert pids(scan(root=SELF_TREE, self_pid=self_pid)) == expected_pids
+
+
+def test_missing_proc_is_an_error_not_a_crash(tmp_path):
+    facts = scan(root=str(tmp_path))
+    assert facts["count"] == 0
+    assert facts["scanned"] == 0
+    assert [error.split(":")[0] for error in facts["errors"]] == [str(tmp_path / "proc" / "uptime"), str(tmp_path / "proc")]
+
+
+@pytest.mark.parametrize("kwargs, expected_pids", [
+    ({}, DEFAULT_HITS),
+    ({"orphaned_only": True}, [300]),
+    ({"older_than": 5000}, [300, 301]),
+    ({"older_than": 0}, DEFAULT_HITS),
+    ({"uid": 1000}, [200, 210, 211, 212, 220, 229, 230, 400]),
+    ({"uid": 0, "orphaned_only": True}, [300]),
+])
+def test_filter_selection(kwargs, expected_pids):
+    selected = filter_selection(scan()["processes"], **kwargs)
+    assert [proc["pid"] for proc in selected] == expected_pids
+
+
+def test_filter_selection_rejects_negative_age():
+    with pytest.raises(ValueError) as info:
+        filter_selection([], older_than=-1)
+    assert "older_than" in str(info.value)
+
+
+def test_real_proc_scan_never_counts_itself():
+    """On this host's /proc: a child of ours named like a build tool is ours, not a build."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        facts = collect_build_processes(extra_names=[os.path.basename(sys.executable)])
+        assert child.pid not in pids(facts)
+        assert os.getpid() not in pids(facts)
+        assert facts["scanned"] > 1
+    finally:
+        child.kill()
+        child.wait()
+
+
+# --- reaping real processes ---------------------------------------------------------------------
+
+def as_selected(pid):
+    stat = read_stat(pid)
+    return {"pid": pid, "ppid": stat["ppid"], "name": stat["comm"], "user": "root", "cmdline": stat["comm"],
+            "start_ticks": stat["start_ticks"], "state": stat["state"], "zombie": stat["state"] == "Z"}
+
+
+@pytest.fixture
+def children():
+    started = []
+
+    def start(argv, ready=False):
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE if ready else None)
+        if ready:
+            assert proc.stdout.readline().strip() == b"ready"   # its SIGTERM trap is in place
+        started.append(proc)
+        return proc
+    yield start
+    for proc in started:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+
+
+def stopped_by(proc):
+    """The signal that ended a child, reaped here (a child of ours stays a zombie until waited)."""
+    return -proc.wait(timeout=5)
+
+
+def test_reap_term_then_kill(children):
+    polite = children(["sleep", "60"])
+    stubborn = children(["bash", "-c", 'trap "" TERM; echo ready; while :; do sleep 0.05; done'], ready=True)
+    bystander = children(["sleep", "60"])
+    result = reap([as_selected(polite.pid), as_selected(stubborn.pid)], grace=0.5)
+    assert result["changed"] is True
+    assert [(item["pid"], item["how"]) for item in result["killed"]] == sorted([(polite.pid, "term"), (stubborn.pid, "kill")])
+    assert result["remaining"] == []
+    assert stopped_by(polite) == signal.SIGTERM
+    assert stopped_by(stubborn) == signal.SIGKILL
+    assert bystander.poll() is None
+
+
+def test_reap_check_mode_kills_nothing(children):
+    target = children(["sleep", "60"])
+    result = reap([as_selected(target.pid)], grace=0, check_mode=True)
+    assert result["changed"] is True
+    assert result["killed"] == []
+    assert [item["pid"] for item in result["would_kill"]] == [target.pid]
+    assert target.poll() is None
+
+
+def test_reap_skips_a_reused_pid(children):
+    """A pid whose start time changed is another process now: it must not be signalled."""
+    target = children(["sleep", "60"])
+    selected = as_selected(target.pid)
+    selected["start_ticks"] -= 1
+    result = reap([selected], grace=0)
+    assert result == {"killed": [], "remaining": [], "would_kill": [], "changed": False}
+    assert target.poll() is None
+
+
+def test_reap_twice_is_unchanged(children):
+    target = children(["sleep", "60"])
+    selection = [as_selected(target.pid)]
+    assert reap(selection, grace=1)["changed"] is True
+    assert stopped_by(target) == signal.SIGTERM
+    assert reap(selection, grace=1) == {"killed": [], "remaining": [], "would_kill": [], "changed": False}
+
+
+def test_reap_never_signals_itself_pid1_or_ancestors(children):
+    me = as_selected(os.getpid())
+    parent = as_selected(os.getppid())
+    init = dict(me, pid=1, start_ticks=read_stat(1)["start_ticks"])
+    result = reap([me, parent, init], grace=0)
+    assert result["changed"] is False
+    assert sorted(item["pid"] for item in result["remaining"]) == sorted([1, os.getpid(), os.getppid()])
+    assert all(item["reason"].startswith("protected") for item in result["remaining"])
+    assert {1, os.getpid(), os.getppid()} <= protected_pids()
+
+
+def test_reap_leaves_zombies_to_their_parent(children):
+    target = children(["sleep", "60"])
+    target.send_signal(signal.SIGKILL)
+    for _attempt in range(100):
+        if read_stat(target.pid)["state"] == "Z":
+            break
+        subprocess.call(["sleep", "0.01"])
+    selected = as_selected(target.pid)
+    assert selected["zombie"] is True
+    result = reap([selected], grace=0)
+    assert result["changed"] is False
+    assert result["remaining"][0]["reason"].startswith("zombie")
+
+
+def test_reap_rejects_negative_grace():
+    with pytest.raises(ValueError) as info:
+        reap([], grace=-1)
+    assert "grace" in str(info.value)
