@@ -1,0 +1,402 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Readiness checks on the gpus, toolchain, disks and kernel_events facts (profiles ``gpu`` and ``build``).
+
+Each ``check_<name>(facts, policy)`` is pure: ``facts`` holds the gathered subsets without the ``gpufleet_``
+prefix, ``policy`` the readiness options. It returns ``result``, ``unknown`` (facts missing or failed -- says
+why), ``skipped`` (the node cannot report it, e.g. no ECC on the card) or ``None`` (the policy turns it off).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.gpufleet.preflight.plugins.module_utils._human import human, parse_size
+from ansible_collections.gpufleet.preflight.plugins.module_utils._kernel_events import FATAL_XIDS
+from ansible_collections.gpufleet.preflight.plugins.module_utils._toolchain import split_arch, supports, version_at_least, version_tuple
+from ansible_collections.gpufleet.preflight.plugins.plugin_utils._checks import result, skipped, unknown
+from ansible_collections.gpufleet.preflight.plugins.plugin_utils._policy import describe_age
+
+# Defaults for the options these checks read (the readiness action's argument spec sets most of them).
+DEFAULTS = {
+    "expected_gpus": 8,
+    "compute_capability": "12.0",
+    "max_ecc_errors": 0,
+    "fatal_xids": sorted(FATAL_XIDS),
+    "allow_gpu_compute_apps": False,
+    "allowed_gpu_compute_apps": [],
+    "min_driver_version": None,
+    "nvcc_arch": "sm_120a",
+    "cmake_min_version": "3.18",
+    "cmake_max_version": None,
+    "cmake_policy_version_minimum": "3.5",
+    "require_numa": True,
+    "build_path": None,
+    "min_free_disk": "20GiB",
+    "min_free_inodes": 100000,
+    "oom_window_minutes": 60,
+}
+
+# Oldest Linux driver each CUDA toolkit release needs (CUDA toolkit release notes, table 3): the code nvcc builds
+# here must run on this node's driver.
+DRIVER_FOR_CUDA = (
+    ("13.0", "580.65.06"), ("12.9", "575.51.03"), ("12.8", "570.26"), ("12.6", "560.28.03"), ("12.5", "555.42.02"),
+    ("12.4", "550.54.14"), ("12.3", "545.23.06"), ("12.2", "535.54.03"), ("12.1", "530.30.02"), ("12.0", "525.60.13"),
+)
+
+GPU_STATE_HINTS = {
+    "not_found": "no nvidia-smi on this node",
+    "timeout": "nvidia-smi hung",
+}
+
+
+def _option(policy, key):
+    value = (policy or {}).get(key)
+    return DEFAULTS[key] if value is None and key in DEFAULTS else value
+
+
+def _gpus(facts, name, expected):
+    """``(gpus facts, None)`` when usable, else ``(None, unknown(...))`` saying why."""
+    gpus = facts.get("gpus")
+    if not gpus or "state" not in gpus:
+        return None, unknown(name, expected, "gpus facts were not gathered", "gpu")
+    if gpus["state"] != "ok":
+        return None, unknown(name, expected, "nvidia-smi state is %s: %s" % (gpus["state"], gpus.get("message")), "gpu")
+    if not gpus.get("devices"):
+        return None, unknown(name, expected, "nvidia-smi listed no GPUs", "gpu")
+    return gpus, None
+
+
+def _kernel_events(facts, name, expected, profile):
+    events = facts.get("kernel_events")
+    if not events or "readable" not in events:
+        return None, unknown(name, expected, "kernel_events facts were not gathered", profile)
+    if not events["readable"]:
+        return None, unknown(name, expected, events.get("message") or "no kernel log readable", profile)
+    return events, None
+
+
+def _toolchain_entry(facts, name, tool, expected):
+    toolchain = facts.get("toolchain")
+    if not toolchain or tool not in toolchain:
+        return None, unknown(name, expected, "toolchain facts were not gathered", "build")
+    return toolchain[tool], None
+
+
+# ---------------------------------------------------------------- profile gpu
+
+
+def check_gpu_count(facts, policy):
+    name = "gpu_count"
+    wanted = _option(policy, "expected_gpus")
+    if wanted is None:
+        return None
+    expected = "== %d" % wanted
+    gpus = facts.get("gpus")
+    if not gpus or "state" not in gpus:
+        return unknown(name, expected, "gpus facts were not gathered", "gpu")
+    if gpus["state"] in ("timeout", "error"):
+        return unknown(name, expected, "nvidia-smi state is %s: %s" % (gpus["state"], gpus.get("message")), "gpu")
+    count = gpus.get("count") or 0
+    ok = count == wanted
+    if ok:
+        return result(name, True, count, expected, "", "gpu")
+    if gpus["state"] != "ok":
+        message = "0 GPUs usable, %d expected: %s (%s)" % (wanted, gpus.get("message"), gpus["state"])
+    else:
+        message = "%d GPU%s found, %d expected: check `nvidia-smi -L`, `lspci | grep -i nvidia` and the PCIe bus (Xid 79 in dmesg)" % (
+            count, "" if count == 1 else "s", wanted)
+    return result(name, False, count, expected, message, "gpu")
+
+
+def check_compute_capability(facts, policy):
+    name = "compute_capability"
+    wanted = _option(policy, "compute_capability")
+    if not wanted:
+        return None
+    gpus, why = _gpus(facts, name, wanted)
+    if why:
+        return why
+    unknown_cc = [dev["index"] for dev in gpus["devices"] if not dev.get("compute_capability")]
+    if unknown_cc and len(unknown_cc) == len(gpus["devices"]):
+        return unknown(name, wanted, "the driver does not report compute_cap (driver %s is older than 510?)"
+                       % gpus.get("driver_version"), "gpu")
+    wrong = [dev for dev in gpus["devices"] if dev.get("compute_capability") and dev["compute_capability"] != str(wanted)]
+    observed = sorted(set(dev.get("compute_capability") for dev in gpus["devices"] if dev.get("compute_capability")))
+    if not wrong:
+        return result(name, True, observed, wanted, "", "gpu")
+    message = "%s compute capability %s, %s expected: this node does not match the build's GPU target; run it on a %s node " \
+              "or change preflight_compute_capability" % (
+                  ", ".join("GPU %s (%s) is" % (dev["index"], dev.get("name")) for dev in wrong[:3]) + (" ..." if len(wrong) > 3 else ""),
+                  wrong[0]["compute_capability"], wanted, wanted)
+    return result(name, False, observed, wanted, message, "gpu")
+
+
+def check_ecc_errors(facts, policy):
+    name = "ecc_errors"
+    limit = _option(policy, "max_ecc_errors")
+    expected = "<= %d uncorrected" % limit
+    gpus, why = _gpus(facts, name, expected)
+    if why:
+        return why
+    counted = [dev for dev in gpus["devices"] if dev.get("ecc_uncorrected") is not None]
+    if not counted:
+        return skipped(name, "no GPU reports ECC counters (ECC off or not supported on %s)" % gpus["devices"][0].get("name"), "gpu")
+    bad = [dev for dev in counted if dev["ecc_uncorrected"] > limit]
+    total = sum(dev["ecc_uncorrected"] for dev in counted)
+    if not bad:
+        return result(name, True, total, expected, "", "gpu")
+    message = "uncorrected ECC errors on %s: drain the GPU, reset it (`nvidia-smi -r -i N`) and check `nvidia-smi -q -d ECC`" % (
+        ", ".join("GPU %s (%d)" % (dev["index"], dev["ecc_uncorrected"]) for dev in bad))
+    return result(name, False, total, expected, message, "gpu")
+
+
+def check_row_remaps(facts, policy):
+    name = "row_remaps"
+    expected = "no pending or failed row remaps"
+    gpus, why = _gpus(facts, name, expected)
+    if why:
+        return why
+    reported = [dev for dev in gpus["devices"]
+                if dev.get("remapped_rows_pending") is not None or dev.get("remapped_rows_failure") is not None]
+    if not reported:
+        return skipped(name, "no GPU reports row remapping (needs Ampere or newer and driver support)", "gpu")
+    pending = [dev["index"] for dev in reported if dev.get("remapped_rows_pending")]
+    failed = [dev["index"] for dev in reported if dev.get("remapped_rows_failure")]
+    observed = {"pending": pending, "failure": failed}
+    if not pending and not failed:
+        return result(name, True, observed, expected, "", "gpu")
+    parts = []
+    if pending:
+        parts.append("GPU %s have row remaps pending: reset those GPUs (`nvidia-smi -r -i N`) or reboot before use"
+                     % ", ".join(str(i) for i in pending))
+    if failed:
+        parts.append("GPU %s had a row remapping failure: the board needs an RMA" % ", ".join(str(i) for i in failed))
+    return result(name, False, observed, expected, "; ".join(parts), "gpu")
+
+
+def check_fatal_xid(facts, policy):
+    name = "fatal_xid"
+    fatal = set(int(code) for code in _option(policy, "fatal_xids"))
+    events, why = _kernel_events(facts, name, "no fatal Xid", "gpu")
+    if why:
+        return why
+    expected = "no fatal Xid in the last %s" % describe_age(events.get("window_seconds"))
+    bad = [xid for xid in events.get("xids") or [] if xid.get("code") in fatal]
+    if not bad:
+        return result(name, True, [], expected, "", "gpu")
+    latest = bad[-1]
+    message = "%d fatal Xid error%s, latest Xid %s on %s %s ago (%s): the GPU needs a reset or reboot; see `dmesg | grep Xid`" % (
+        len(bad), "" if len(bad) == 1 else "s", latest["code"], latest.get("pci"),
+        describe_age(latest.get("age_seconds")) if latest.get("age_seconds") is not None else "an unknown time",
+        latest.get("message"))
+    return result(name, False, sorted(set((x["code"], x.get("pci")) for x in bad)), expected, message, "gpu")
+
+
+def check_gpu_compute_apps(facts, policy):
+    name = "gpu_compute_apps"
+    if _option(policy, "allow_gpu_compute_apps"):
+        return None
+    allowed = set(_option(policy, "allowed_gpu_compute_apps") or [])
+    expected = "no compute processes on the GPUs" + (" (except %s)" % ", ".join(sorted(allowed)) if allowed else "")
+    gpus, why = _gpus(facts, name, expected)
+    if why:
+        return why
+    if any(dev.get("compute_apps") is None for dev in gpus["devices"]):
+        return unknown(name, expected, "nvidia-smi could not list compute processes: %s" % gpus.get("message"), "gpu")
+    busy = []
+    for dev in gpus["devices"]:
+        for app in dev["compute_apps"]:
+            if app.get("name") not in allowed and (app.get("name") or "").rsplit("/", 1)[-1] not in allowed:
+                busy.append((dev["index"], app))
+    if not busy:
+        return result(name, True, [], expected, "", "gpu")
+    message = "GPUs are in use: %s; stop those processes or set preflight_allow_gpu_compute_apps" % ", ".join(
+        "GPU %s: %s (pid %s, %s)" % (index, app.get("name"), app.get("pid"), human(app.get("used_memory_bytes")))
+        for index, app in busy[:5])
+    return result(name, False, [dict(app, gpu=index) for index, app in busy], expected, message, "gpu")
+
+
+def check_driver_version(facts, policy):
+    name = "driver_version"
+    minimum = _option(policy, "min_driver_version")
+    source = "preflight_min_driver_version"
+    if not minimum:
+        # Without an explicit minimum, the driver must run what this node's nvcc builds.
+        cuda = ((facts.get("toolchain") or {}).get("nvcc") or {}).get("cuda_version")
+        for release, driver in DRIVER_FOR_CUDA:
+            if cuda and version_at_least(cuda, release):
+                minimum, source = driver, "CUDA %s (nvcc here)" % cuda
+                break
+    if not minimum:
+        return None
+    expected = ">= %s" % minimum
+    gpus, why = _gpus(facts, name, expected)
+    if why:
+        return why
+    have = gpus.get("driver_version")
+    if not have:
+        return unknown(name, expected, "nvidia-smi reported no driver version", "gpu")
+    ok = version_at_least(have, minimum)
+    message = "" if ok else "NVIDIA driver %s is older than %s, which %s needs: upgrade the driver" % (have, minimum, source)
+    return result(name, bool(ok), have, expected, message, "gpu")
+
+
+# ---------------------------------------------------------------- profile build
+
+
+def check_nvcc_arch(facts, policy):
+    name = "nvcc_arch"
+    arch = _option(policy, "nvcc_arch")
+    if not arch:
+        return None
+    nvcc, why = _toolchain_entry(facts, name, "nvcc", arch)
+    if why:
+        return why
+    if not nvcc.get("present"):
+        return result(name, False, None, arch, "nvcc not found (%s): install the CUDA toolkit (>= 12.8 for sm_120) and put "
+                      "its bin/ on PATH" % nvcc.get("error"), "build")
+    if not nvcc.get("gpu_archs") and not nvcc.get("gpu_codes"):
+        return unknown(name, arch, "nvcc %s did not list its architectures: %s" % (nvcc.get("version"), nvcc.get("error")), "build")
+    try:
+        ok, why_not = supports(nvcc, arch)
+    except ValueError as exc:
+        return unknown(name, arch, "preflight_nvcc_arch: %s" % exc, "build")
+    number = split_arch(arch)[1]
+    hint = " (sm_120 needs CUDA >= 12.8)" if number >= 120 else ""
+    message = "" if ok else "%s: install a newer CUDA toolkit%s or build for another architecture" % (why_not, hint)
+    return result(name, ok, nvcc.get("cuda_version"), arch, message, "build")
+
+
+def check_cmake_version(facts, policy):
+    name = "cmake_version"
+    minimum = _option(policy, "cmake_min_version")
+    maximum = _option(policy, "cmake_max_version")
+    policy_minimum = _option(policy, "cmake_policy_version_minimum")
+    expected = ">= %s" % minimum + (", <= %s" % maximum if maximum else "")
+    cmake, why = _toolchain_entry(facts, name, "cmake", expected)
+    if why:
+        return why
+    if not cmake.get("present"):
+        return result(name, False, None, expected, "cmake not found: install it (`pip install 'cmake>=%s'`)" % minimum, "build")
+    version = cmake.get("version")
+    if not version:
+        return unknown(name, expected, "cmake --version gave no version: %s" % cmake.get("error"), "build")
+    problems = []
+    if minimum and not version_at_least(version, minimum):
+        problems.append("cmake %s is older than %s: `pip install 'cmake>=%s'` into the build environment" % (version, minimum, minimum))
+    if maximum and newer_than(version, maximum):
+        problems.append("cmake %s is newer than %s, the newest this build supports" % (version, maximum))
+    if cmake.get("policy_version_minimum_needed") and not policy_minimum:
+        problems.append("cmake %s (>= 4.0) refuses dependencies declaring cmake_minimum_required < 3.5: set "
+                        "CMAKE_POLICY_VERSION_MINIMUM=3.5 (sgl_kernel does when cmake_policy_version_minimum is set) "
+                        "or use cmake < 4" % version)
+    return result(name, not problems, version, expected, "; ".join(problems), "build")
+
+
+def newer_than(version, maximum):
+    """``version`` past ``maximum`` at the precision ``maximum`` is written in: 4.2.1 is not newer than 4.2, 4.3.0 is."""
+    have, limit = version_tuple(version), version_tuple(maximum)
+    if have is None or limit is None:
+        return False
+    return have[:len(limit)] > limit
+
+
+def check_numa_header(facts, policy):
+    name = "numa_header"
+    if not _option(policy, "require_numa"):
+        return None
+    expected = "numa.h and libnuma.so"
+    numa, why = _toolchain_entry(facts, name, "numa", expected)
+    if why:
+        return why
+    missing = []
+    if not numa.get("header_present"):
+        missing.append("numa.h")
+    if not numa.get("linkable", numa.get("library_present")):
+        missing.append("libnuma.so" + (" (only the runtime %s)" % numa.get("library_path") if numa.get("library_present") else ""))
+    observed = {"header": numa.get("header_path"), "library": numa.get("library_path")}
+    message = "" if not missing else "%s missing (mscclpp's find_package(NUMA) fails): %s" % (
+        " and ".join(missing), numa.get("package_hint") or "install libnuma-dev (Debian/Ubuntu) or numactl-devel (RHEL)")
+    return result(name, not missing, observed, expected, message, "build")
+
+
+def check_disk_space(facts, policy):
+    name = "disk_space"
+    try:
+        min_bytes = parse_size(_option(policy, "min_free_disk"))
+    except ValueError as exc:
+        return unknown(name, None, "min_free_disk: %s" % exc, "build")
+    min_inodes = _option(policy, "min_free_inodes")
+    expected = ">= %s and >= %d inodes free, writable" % (human(min_bytes), min_inodes)
+    disks = facts.get("disks")
+    if not disks or "paths" not in disks:
+        return unknown(name, expected, "disks facts were not gathered", "build")
+    paths = disks["paths"]
+    wanted = _option(policy, "build_path")
+    selected = {wanted: paths[wanted]} if wanted in paths else paths
+    if not selected:
+        return unknown(name, expected, "no disk paths were measured", "build")
+    problems, observed, unknowns = [], {}, []
+    for path in sorted(selected):
+        entry = selected[path]
+        where = path if entry.get("exists") else "%s (not there yet; measured at %s)" % (path, entry.get("checked_path"))
+        if entry.get("free_bytes") is None:
+            unknowns.append("%s: %s" % (path, entry.get("error") or "statvfs failed"))
+            continue
+        observed[path] = {"free": human(entry["free_bytes"]), "free_inodes": entry.get("free_inodes"),
+                          "mount_point": entry.get("mount_point")}
+        if entry["free_bytes"] < min_bytes:
+            problems.append("%s has %s free on %s, %s needed: free space (old build dirs, pip/ccache caches) or point the "
+                            "build elsewhere" % (where, human(entry["free_bytes"]), entry.get("mount_point"), human(min_bytes)))
+        if entry.get("free_inodes") is not None and entry["free_inodes"] < min_inodes:
+            problems.append("%s has %d inodes free, %d needed: delete small files (build trees, caches)" % (
+                where, entry["free_inodes"], min_inodes))
+        if entry.get("writable") is False:
+            problems.append("%s is not writable by the build user%s" % (
+                where, " (read-only mount)" if entry.get("read_only") else ""))
+    if unknowns and not problems:
+        return unknown(name, expected, "; ".join(unknowns), "build")
+    return result(name, not problems, observed, expected, "; ".join(problems + unknowns), "build")
+
+
+def check_recent_oom(facts, policy):
+    name = "recent_oom"
+    minutes = _option(policy, "oom_window_minutes")
+    if not minutes:
+        return None
+    expected = "no OOM kill in the last %d min" % minutes
+    events, why = _kernel_events(facts, name, expected, "build")
+    if why:
+        return why
+    recent = [kill for kill in events.get("oom_kills") or []
+              if kill.get("age_seconds") is None or kill["age_seconds"] <= minutes * 60]
+    note = ""
+    if (events.get("window_seconds") or 0) < minutes * 60:
+        note = " (the kernel log was read only %s back)" % describe_age(events.get("window_seconds"))
+    if not recent:
+        return result(name, True, 0, expected + note, "", "build")
+    latest = recent[-1]
+    scope = "the whole node (global OOM)" if latest.get("global") else "cgroup %s" % (latest.get("cgroup") or "?")
+    message = "%d OOM kill%s in the last %d min, latest %s (pid %s) in %s %s ago: lower MAX_JOBS and nvcc threads " \
+              "(sgl_kernel_jobs, SGL_KERNEL_COMPILE_THREADS) before resuming" % (
+                  len(recent), "" if len(recent) == 1 else "s", minutes, latest.get("process"), latest.get("pid"), scope,
+                  describe_age(latest["age_seconds"]) if latest.get("age_seconds") is not None else "an unknown time")
+    return result(name, False, len(recent), expected + note, message, "build")
+
+
+CHECKS = (
+    check_gpu_count,
+    check_compute_capability,
+    check_ecc_errors,
+    check_row_remaps,
+    check_fatal_xid,
+    check_gpu_compute_apps,
+    check_driver_version,
+    check_nvcc_arch,
+    check_cmake_version,
+    check_numa_header,
+    check_disk_space,
+    check_recent_oom,
+)

@@ -1,0 +1,200 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Readiness checks on gpus / toolchain / disks / kernel_events facts, table-driven."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import copy
+
+import pytest
+
+from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _node_checks as nc
+
+GIB = 2 ** 30
+
+
+def device(index, **over):
+    dev = {"index": index, "name": "NVIDIA RTX PRO 6000 Blackwell Server Edition", "uuid": "GPU-%d" % index,
+           "compute_capability": "12.0", "driver_version": "580.65.06", "ecc_uncorrected": 0,
+           "remapped_rows_pending": False, "remapped_rows_failure": False, "compute_apps": []}
+    dev.update(over)
+    return dev
+
+
+def gpus(count=8, state="ok", message="", devices=None, driver="580.65.06"):
+    devs = devices if devices is not None else [device(i) for i in range(count)]
+    return {"present": bool(devs), "state": state, "message": message, "count": len(devs), "devices": devs,
+            "driver_version": driver if devs else None}
+
+
+def nvcc(cuda="13.0", archs=(75, 80, 86, 89, 90, 100, 103, 110, 120, 121), present=True):
+    return {"present": present, "version": cuda + ".88" if present else None, "cuda_version": cuda if present else None,
+            "error": None if present else "nvcc not found on PATH",
+            "gpu_archs": ["compute_%d" % a for a in archs], "gpu_codes": ["sm_%d" % a for a in archs]}
+
+
+def toolchain(**over):
+    facts = {
+        "nvcc": nvcc(),
+        "cmake": {"present": True, "version": "3.31.6", "major_minor": "3.31", "policy_version_minimum_needed": False, "error": None},
+        "numa": {"header_present": True, "header_path": "/usr/include/numa.h", "library_present": True,
+                 "library_path": "/usr/lib/x86_64-linux-gnu/libnuma.so", "linkable": True,
+                 "package_hint": "install libnuma-dev (Debian/Ubuntu) or numactl-devel (RHEL)"},
+    }
+    facts.update(over)
+    return facts
+
+
+def disk(free=80 * GIB, inodes=10 ** 7, exists=True, writable=True, checked="/tmp", error=None):
+    return {"exists": exists, "checked_path": checked, "free_bytes": free, "free_inodes": inodes, "total_inodes": 2 * 10 ** 7,
+            "mount_point": "/", "fstype": "ext4", "writable": writable, "read_only": False, "error": error}
+
+
+def events(oom=(), xids=(), readable=True, window=86400, message="read 100 lines"):
+    return {"source": "kmsg" if readable else None, "readable": readable, "message": message, "window_seconds": window,
+            "oom_kills": list(oom), "xids": list(xids)}
+
+
+def kill(age, pid=4425, process="python3", is_global=False):
+    return {"time": 1.0, "age_seconds": age, "process": process, "pid": pid, "constraint": "CONSTRAINT_MEMCG",
+            "cgroup": "/build/sgl", "global": is_global}
+
+
+def xid(code, age=120.0, fatal=True):
+    return {"time": 1.0, "age_seconds": age, "pci": "0000:3b:00", "code": code, "fatal": fatal,
+            "message": "pid=1234, name=python3, GPU has fallen off the bus."}
+
+
+HEALTHY = {
+    "gpus": gpus(),
+    "toolchain": toolchain(),
+    "disks": {"paths": {"/tmp": disk()}, "errors": []},
+    "kernel_events": events(),
+}
+POLICY = {"build_path": "/tmp"}
+
+
+def with_facts(**over):
+    facts = copy.deepcopy(HEALTHY)
+    for key, value in over.items():
+        if value is None:
+            facts.pop(key)
+        else:
+            facts[key] = value
+    return facts
+
+
+def test_healthy_node_passes_every_check():
+    for check in nc.CHECKS:
+        entry = check(HEALTHY, POLICY)
+        assert entry is not None and entry["status"] == "ok", entry
+        assert entry["profile"] in ("gpu", "build")
+
+
+CASES = [
+    # (check, facts overrides, policy, status, words in message)
+    (nc.check_gpu_count, {"gpus": gpus(7)}, {}, "failed", "7 GPUs found, 8 expected: check `nvidia-smi -L`"),
+    (nc.check_gpu_count, {"gpus": gpus(4)}, {"expected_gpus": 4}, "ok", ""),
+    (nc.check_gpu_count, {"gpus": gpus(devices=[], state="not_found", message="nvidia-smi not found on PATH")}, {},
+     "failed", "0 GPUs usable, 8 expected: nvidia-smi not found"),
+    (nc.check_gpu_count, {"gpus": gpus(devices=[], state="timeout", message="nvidia-smi did not answer within 10s")}, {},
+     "unknown", "state is timeout"),
+    (nc.check_gpu_count, {"gpus": None}, {}, "unknown", "not gathered"),
+    (nc.check_compute_capability, {"gpus": gpus(devices=[device(0, compute_capability="10.0", name="NVIDIA B200")])}, {},
+     "failed", "GPU 0 (NVIDIA B200) is compute capability 10.0, 12.0 expected"),
+    (nc.check_compute_capability, {"gpus": gpus(devices=[device(0, compute_capability="10.0")])}, {"compute_capability": "10.0"},
+     "ok", ""),
+    (nc.check_compute_capability, {"gpus": gpus(devices=[device(0, compute_capability=None)])}, {}, "unknown", "compute_cap"),
+    (nc.check_compute_capability, {"gpus": gpus(devices=[], state="gpu_lost", message="fallen off")}, {}, "unknown", "gpu_lost"),
+    (nc.check_ecc_errors, {"gpus": gpus(devices=[device(0), device(5, ecc_uncorrected=2)])}, {}, "failed",
+     "uncorrected ECC errors on GPU 5 (2)"),
+    (nc.check_ecc_errors, {"gpus": gpus(devices=[device(0, ecc_uncorrected=None)])}, {}, "skipped", "no GPU reports ECC"),
+    (nc.check_ecc_errors, {"gpus": gpus(devices=[device(0, ecc_uncorrected=1)])}, {"max_ecc_errors": 1}, "ok", ""),
+    (nc.check_row_remaps, {"gpus": gpus(devices=[device(0), device(5, remapped_rows_pending=True)])}, {}, "failed",
+     "GPU 5 have row remaps pending: reset"),
+    (nc.check_row_remaps, {"gpus": gpus(devices=[device(1, remapped_rows_failure=True)])}, {}, "failed", "RMA"),
+    (nc.check_row_remaps, {"gpus": gpus(devices=[device(0, remapped_rows_pending=None, remapped_rows_failure=None)])}, {},
+     "skipped", "row remapping"),
+    (nc.check_fatal_xid, {"kernel_events": events(xids=[xid(79)])}, {}, "failed",
+     "1 fatal Xid error, latest Xid 79 on 0000:3b:00 2m 00s ago"),
+    (nc.check_fatal_xid, {"kernel_events": events(xids=[xid(13, fatal=False)])}, {}, "ok", ""),
+    (nc.check_fatal_xid, {"kernel_events": events(xids=[xid(13)])}, {"fatal_xids": [13]}, "failed", "Xid 13"),
+    (nc.check_fatal_xid, {"kernel_events": events(readable=False, message="no kernel log readable (/dev/kmsg: EPERM)")}, {},
+     "unknown", "/dev/kmsg: EPERM"),
+    (nc.check_gpu_compute_apps,
+     {"gpus": gpus(devices=[device(3, compute_apps=[{"pid": 4425, "name": "python3", "used_memory_bytes": 80 * GIB}])])}, {},
+     "failed", "GPU 3: python3 (pid 4425, 80Gi)"),
+    (nc.check_gpu_compute_apps,
+     {"gpus": gpus(devices=[device(3, compute_apps=[{"pid": 9, "name": "/usr/bin/dcgm-exporter", "used_memory_bytes": 0}])])},
+     {"allowed_gpu_compute_apps": ["dcgm-exporter"]}, "ok", ""),
+    (nc.check_gpu_compute_apps, {"gpus": gpus(devices=[device(0, compute_apps=None)])}, {}, "unknown", "could not list"),
+    (nc.check_driver_version, {"gpus": gpus(driver="570.133.20")}, {}, "failed",
+     "driver 570.133.20 is older than 580.65.06, which CUDA 13.0 (nvcc here) needs"),
+    (nc.check_driver_version, {"gpus": gpus(driver="570.133.20"), "toolchain": toolchain(nvcc=nvcc("12.8"))}, {}, "ok", ""),
+    (nc.check_driver_version, {"gpus": gpus(driver="550.54.15")}, {"min_driver_version": "560"}, "failed",
+     "preflight_min_driver_version"),
+    (nc.check_nvcc_arch, {"toolchain": toolchain(nvcc=nvcc("12.6", archs=(75, 80, 86, 89, 90)))}, {}, "failed",
+     "nvcc 12.6 does not know sm_120a (it knows 75 to 90): install a newer CUDA toolkit (sm_120 needs CUDA >= 12.8)"),
+    (nc.check_nvcc_arch, {"toolchain": toolchain(nvcc=nvcc(present=False))}, {}, "failed", "nvcc not found"),
+    (nc.check_nvcc_arch, {"toolchain": toolchain(nvcc=dict(nvcc(), gpu_archs=[], gpu_codes=[], error="nvcc --list-gpu-arch exited 1"))},
+     {}, "unknown", "did not list"),
+    (nc.check_nvcc_arch, {"toolchain": None}, {}, "unknown", "toolchain facts were not gathered"),
+    (nc.check_cmake_version, {"toolchain": toolchain(cmake={"present": True, "version": "3.25.1", "policy_version_minimum_needed": False})},
+     {"cmake_min_version": "3.31"}, "failed", "cmake 3.25.1 is older than 3.31: `pip install 'cmake>=3.31'`"),
+    (nc.check_cmake_version, {"toolchain": toolchain(cmake={"present": True, "version": "4.2.1", "policy_version_minimum_needed": True})},
+     {"cmake_policy_version_minimum": ""}, "failed", "CMAKE_POLICY_VERSION_MINIMUM=3.5"),
+    (nc.check_cmake_version, {"toolchain": toolchain(cmake={"present": True, "version": "4.2.1", "policy_version_minimum_needed": True})},
+     {}, "ok", ""),
+    (nc.check_cmake_version, {"toolchain": toolchain(cmake={"present": True, "version": "4.2.1", "policy_version_minimum_needed": True})},
+     {"cmake_max_version": "4.2"}, "ok", ""),
+    (nc.check_cmake_version, {"toolchain": toolchain(cmake={"present": True, "version": "4.3.0", "policy_version_minimum_needed": True})},
+     {"cmake_max_version": "4.2"}, "failed", "newer than 4.2"),
+    (nc.check_cmake_version, {"toolchain": toolchain(cmake={"present": False, "version": None, "error": "cmake not found"})}, {},
+     "failed", "cmake not found"),
+    (nc.check_numa_header, {"toolchain": toolchain(numa={"header_present": False, "library_present": True, "linkable": False,
+                                                         "library_path": "/usr/lib/x86_64-linux-gnu/libnuma.so.1",
+                                                         "package_hint": "install libnuma-dev (Debian/Ubuntu) or numactl-devel (RHEL)"})},
+     {}, "failed", "numa.h and libnuma.so (only the runtime /usr/lib/x86_64-linux-gnu/libnuma.so.1) missing"),
+    (nc.check_numa_header, {"toolchain": toolchain(numa={"header_present": False})}, {"require_numa": False}, None, ""),
+    (nc.check_disk_space, {"disks": {"paths": {"/tmp": disk(free=3 * GIB)}}}, {}, "failed", "/tmp has 3.0Gi free on /, 20Gi needed"),
+    (nc.check_disk_space, {"disks": {"paths": {"/tmp": disk(inodes=50)}}}, {}, "failed", "50 inodes free, 100000 needed"),
+    (nc.check_disk_space, {"disks": {"paths": {"/tmp": disk(inodes=None)}}}, {}, "ok", ""),
+    (nc.check_disk_space, {"disks": {"paths": {"/b/sgl": disk(free=3 * GIB, exists=False, checked="/b")}}},
+     {"build_path": "/b/sgl", "min_free_disk": "1GiB"}, "ok", ""),
+    (nc.check_disk_space, {"disks": {"paths": {"/b/sgl": disk(free=3 * GIB, exists=False, checked="/b")}}},
+     {"build_path": "/b/sgl", "min_free_disk": 4 * GIB}, "failed", "/b/sgl (not there yet; measured at /b) has 3.0Gi free"),
+    (nc.check_disk_space, {"disks": {"paths": {"/tmp": disk(writable=False)}}}, {}, "failed", "not writable"),
+    (nc.check_disk_space, {"disks": {"paths": {"/tmp": disk(free=None, error="/tmp: Permission denied")}}}, {}, "unknown",
+     "Permission denied"),
+    (nc.check_disk_space, {}, {"min_free_disk": "lots"}, "unknown", "min_free_disk"),
+    (nc.check_recent_oom, {"kernel_events": events(oom=[kill(600)])}, {}, "failed",
+     "1 OOM kill in the last 60 min, latest python3 (pid 4425) in cgroup /build/sgl 10m 00s ago: lower MAX_JOBS"),
+    (nc.check_recent_oom, {"kernel_events": events(oom=[kill(7200)])}, {}, "ok", ""),
+    (nc.check_recent_oom, {"kernel_events": events(oom=[kill(7200, is_global=True)])}, {"oom_window_minutes": 180}, "failed",
+     "the whole node (global OOM)"),
+    (nc.check_recent_oom, {"kernel_events": events(readable=False, message="no kernel log readable")}, {}, "unknown",
+     "no kernel log readable"),
+    (nc.check_recent_oom, {}, {"oom_window_minutes": 0}, None, ""),
+]
+
+
+@pytest.mark.parametrize("check, over, policy, status, words", CASES,
+                         ids=["%s-%d" % (case[0].__name__[6:], i) for i, case in enumerate(CASES)])
+def test_check(check, over, policy, status, words):
+    entry = check(with_facts(**over), dict(POLICY, **policy))
+    if status is None:
+        assert entry is None
+        return
+    assert entry["status"] == status, entry
+    assert words in entry["message"], entry["message"]
+    assert entry["ok"] is (status in ("ok", "skipped"))
+
+
+def test_checks_tuple_names_are_unique_and_profiled():
+    names = [check(HEALTHY, POLICY)["name"] for check in nc.CHECKS]
+    assert len(set(names)) == len(names) == 12
+    profiles = dict((check(HEALTHY, POLICY)["name"], check(HEALTHY, POLICY)["profile"]) for check in nc.CHECKS)
+    assert profiles["gpu_count"] == "gpu" and profiles["disk_space"] == "build" and profiles["nvcc_arch"] == "build"
