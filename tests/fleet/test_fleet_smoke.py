@@ -130,6 +130,16 @@ def test_ping_over_paramiko_connection(fleet):
     assert statuses == dict((node.name, "SUCCESS") for node in fleet.nodes)
 
 
+def test_a_second_fleet_alive_at_once_takes_its_own_address_block(fleet, fresh_fleet):
+    second = fresh_fleet(2)
+    assert second.slot != fleet.slot
+    assert second.nodes[0].address == "127.0.%d.11" % second.slot
+    assert second.nodes[0].run("hostname").stdout.strip() == "node1"
+    result, statuses = ping(second)
+    assert result.rc == 0 and statuses == {"node1": "SUCCESS", "node2": "SUCCESS"}, result.stdout + result.stderr
+    assert fleet.nodes[0].run("hostname").stdout.strip() == "node1"
+
+
 @pytest.mark.usefixtures("fleet_capable")
 def test_teardown_leaves_no_process_cgroup_mount_or_ssh_master():
     fleet = Fleet().start(2)

@@ -267,7 +267,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("case, expected", CASES, ids=[case for case, _ in CASES])
+@pytest.mark.parametrize("case, expected", CASES, ids=[case for case, _expected in CASES])
 def test_collect_memory_on_fixture_trees(case, expected):
     facts = collect_memory(root=fixture(case))
     assert sorted(facts) == ["cgroup", "effective", "errors", "host", "numa", "oom_kills", "pressure"]
@@ -275,7 +275,7 @@ def test_collect_memory_on_fixture_trees(case, expected):
     assert got == expected
 
 
-@pytest.mark.parametrize("case", [case for case, _ in CASES], ids=[case for case, _ in CASES])
+@pytest.mark.parametrize("case", [case for case, _expected in CASES], ids=[case for case, _expected in CASES])
 def test_effective_never_exceeds_either_side(case):
     facts = collect_memory(root=fixture(case))
     effective, host, cgroup = facts["effective"], facts["host"], facts["cgroup"]
@@ -322,7 +322,7 @@ def _real_free_h(meminfo_path):
                 **dict(zip(("swap_total", "swap_used", "swap_free"), lines["Swap:"])))
 
 
-REAL_FREE = [case for case, _ in CASES if case != "old_kernel"]  # procps' no-MemAvailable guess differs on purpose
+REAL_FREE = [case for case, _expected in CASES if case != "old_kernel"]  # procps' no-MemAvailable guess differs on purpose
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare") or not shutil.which("free"),

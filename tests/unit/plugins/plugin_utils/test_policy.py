@@ -1,0 +1,164 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import pytest
+
+from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _policy
+
+GIB = 1024 ** 3
+
+
+def policy(**overrides):
+    args = dict(min_available_memory="4GiB", max_build_processes=0, max_memory_pressure=10.0,
+                build_process_patterns=[], profiles=["build", "gpu"], custom_checks=[], wait=0, interval=5)
+    args.update(overrides)
+    return _policy.validate_policy(args)
+
+
+def memory(available, total, limited_by="host", host_total=None, pressure=None):
+    return {
+        "host": {"total_bytes": host_total or total},
+        "effective": {"available_bytes": available, "total_bytes": total, "limited_by": limited_by},
+        "pressure": pressure or {"present": False, "reason": "no /proc/pressure/memory"},
+        "errors": [],
+    }
+
+
+def procs(*entries):
+    return {"count": len(entries), "processes": [
+        dict(pid=pid, name=name, orphaned=orphaned, zombie=zombie, age_seconds=age) for pid, name, orphaned, zombie, age in entries]}
+
+
+@pytest.mark.parametrize("value, expected", [
+    ("64GiB", ("absolute", 64 * GIB)),
+    ("512MiB", ("absolute", 512 * 1024 ** 2)),
+    ("0.8", ("fraction", 0.8)),
+    (0.5, ("fraction", 0.5)),
+    ("1", ("fraction", 1.0)),
+    ("8589934592", ("absolute", 8 * GIB)),
+])
+def test_memory_requirement_forms(value, expected):
+    assert _policy.parse_memory_requirement(value) == expected
+
+
+@pytest.mark.parametrize("overrides, option", [
+    (dict(min_available_memory="lots"), "min_available_memory"),
+    (dict(min_available_memory="1.5"), "min_available_memory"),
+    (dict(min_available_memory="-3"), "min_available_memory"),
+    (dict(max_build_processes=-1), "max_build_processes"),
+    (dict(max_memory_pressure=150.0), "max_memory_pressure"),
+    (dict(max_memory_pressure=-1.0), "max_memory_pressure"),
+    (dict(build_process_patterns=["ninja("]), "build_process_patterns"),
+    (dict(wait=-5), "wait"),
+    (dict(custom_checks=[{"name": "x", "query": "gpus.devices[", "equals": 0}]), "custom_checks[0]"),
+    (dict(custom_checks=[{"name": "x", "query": "gpus.count"}]), "custom_checks[0]"),
+    (dict(custom_checks=[{"name": "x", "query": "gpus.count", "max": "ten"}]), "custom_checks[0]"),
+    (dict(custom_checks=[{"name": "x", "query": "gpus.count", "equals": 1, "typo": 1}]), "custom_checks[0]"),
+    (dict(custom_checks=["gpus.count == 8"]), "custom_checks[0]"),
+])
+def test_bad_policy_names_the_option(overrides, option):
+    with pytest.raises(ValueError) as err:
+        policy(**overrides)
+    assert str(err.value).startswith(option)
+
+
+@pytest.mark.parametrize("facts, overrides, ok, in_message", [
+    # the seed's node: 448 GiB available of 449
+    ({"memory": memory(448 * GIB, 449 * GIB)}, {}, True, ""),
+    ({"memory": memory(448 * GIB, 449 * GIB)}, dict(min_available_memory="0.8"), True, ""),
+    # a container capped at 2 GiB while free shows 24 GiB
+    ({"memory": memory(int(1.8 * GIB), 2 * GIB, "cgroup", 24 * GIB)}, {}, False,
+     "effective available memory 1.8Gi is below the 4.0Gi required (capped by the memory cgroup at 2.0Gi total; free shows the host's 24Gi)"),
+    ({"memory": memory(3 * GIB, 10 * GIB)}, dict(min_available_memory="0.5"), False, "below the 5.0Gi required"),
+    ({}, {}, False, "unknown: memory facts were not gathered"),
+])
+def test_available_memory(facts, overrides, ok, in_message):
+    check = _policy.check_available_memory(facts, policy(**overrides))
+    assert check["ok"] is ok
+    assert in_message in check["message"]
+
+
+def test_build_processes_message_names_each_process():
+    facts = {"build_processes": procs((115, "ninja", True, False, 7380), (201, "cc1plus", False, False, 30),
+                                      (202, "cc1plus", False, False, 31))}
+    check = _policy.check_build_processes(facts, policy())
+    assert check["ok"] is False and check["observed"] == 3
+    assert check["message"].startswith(
+        "3 build processes still running: ninja (pid 115, orphaned, 2h 03m), cc1plus x2; ")
+
+
+@pytest.mark.parametrize("entries, allowed, ok", [
+    ((), 0, True),
+    (((7, "cmake", False, False, 5),), 0, False),
+    (((7, "cmake", False, False, 5),), 1, True),
+    (((7, "ninja", True, True, 5),), 0, False),
+])
+def test_build_processes_threshold(entries, allowed, ok):
+    check = _policy.check_build_processes({"build_processes": procs(*entries)}, policy(max_build_processes=allowed))
+    assert check["ok"] is ok
+
+
+def test_zombie_and_orphan_flags_in_message():
+    check = _policy.check_build_processes({"build_processes": procs((9, "nvcc", True, True, 65))}, policy())
+    assert "nvcc (pid 9, orphaned, zombie, 1m 05s)" in check["message"]
+
+
+@pytest.mark.parametrize("pressure, status", [
+    ({"present": True, "some": {"avg10": 0.0}}, "ok"),
+    ({"present": True, "some": {"avg10": 42.5}}, "failed"),
+    ({"present": False, "reason": "kernel without PSI"}, "skipped"),
+    ({"present": True, "some": {}}, "unknown"),
+])
+def test_memory_pressure(pressure, status):
+    facts = {"memory": memory(GIB, GIB, pressure=pressure)}
+    assert _policy.check_memory_pressure(facts, policy())["status"] == status
+
+
+FACTS = {"gpus": {"devices": [{"temperature": 40}, {"temperature": 90}], "count": 2}}
+
+
+@pytest.mark.parametrize("spec, status, observed", [
+    ({"name": "hot", "query": "gpus.devices[?temperature > `85`] | length(@)", "equals": 0}, "failed", 1),
+    ({"name": "count", "query": "gpus.count", "equals": 2}, "ok", 2),
+    ({"name": "count_max", "query": "gpus.count", "max": 1}, "failed", 2),
+    ({"name": "count_min", "query": "gpus.count", "min": 1}, "ok", 2),
+    ({"name": "missing", "query": "toolchain.cmake.version", "equals": "4.0"}, "unknown", None),
+])
+def test_custom_checks(spec, status, observed):
+    checks = _policy.evaluate(FACTS, policy(custom_checks=[spec], max_memory_pressure=None))
+    custom = [c for c in checks if c["profile"] == "custom"][0]
+    assert custom["status"] == status
+    assert custom["observed"] == observed
+    if status == "unknown":
+        assert spec["query"] in custom["message"]
+
+
+def test_subsets_follow_profiles_and_custom_checks():
+    assert _policy.subsets_for(policy(profiles=[])) == ["memory", "build_processes"]
+    assert _policy.subsets_for(policy(profiles=["gpu"])) == ["memory", "build_processes", "gpus", "kernel_events"]
+    assert "toolchain" in _policy.subsets_for(policy(profiles=[], custom_checks=[
+        {"name": "c", "query": "toolchain.cmake.present", "equals": True}]))
+
+
+def test_unselected_profile_checks_are_reported_not_applied():
+    def check_gpu_thing(facts, policy):
+        return {"name": "gpu_thing", "ok": False, "status": "unknown", "message": "unknown: gpus facts were not gathered",
+                "profile": "gpu", "observed": None, "expected": 8}
+    checks = _policy.evaluate({"memory": memory(8 * GIB, 8 * GIB), "build_processes": procs()},
+                              policy(profiles=["build"]), [check_gpu_thing])
+    gpu = [c for c in checks if c["name"] == "gpu_thing"][0]
+    assert gpu["status"] == "skipped" and "profile gpu not selected" in gpu["message"]
+    assert _policy.verdict(checks)[0] is True
+
+
+def test_verdict_names_every_failed_check():
+    checks = _policy.evaluate({"memory": memory(GIB, 2 * GIB), "build_processes": procs((1, "ninja", True, False, 5))},
+                              policy(max_memory_pressure=None))
+    ready, message = _policy.verdict(checks)
+    assert ready is False
+    assert message.startswith("not ready: available_memory: ") and "; build_processes: 1 build process still running" in message
