@@ -418,7 +418,9 @@ def read_cgroup_memory(root, version, path, directory, mount_point, errors):
     cgroup = _empty_cgroup(errors)
     cgroup.update({"version": version, "path": path, "dir": directory})
 
-    usage, inactive = _read_usage(root, directory, version, errors)
+    at_v2_root = version == 2 and directory == (mount_point.rstrip("/") or "/")
+    # The v2 root cgroup is never limited and may lack memory.current: missing files there are no error.
+    usage, inactive = _read_usage(root, directory, version, [] if at_v2_root else errors)
     own_working_set = working_set(usage, inactive)
     cgroup.update(with_human("usage", usage))
     cgroup.update(with_human("inactive_file", inactive))
@@ -458,10 +460,11 @@ def read_cgroup_memory(root, version, path, directory, mount_point, errors):
     cgroup.update(with_human("limit", limit))
     cgroup.update(with_human("available", available))
 
+    own_errors = [] if at_v2_root else errors  # nor memory.high / memory.events at the v2 root
     if version == 2:
-        high = _read_parsed(root, directory + "/memory.high", parse_v2_limit, errors, "memory.high unknown")
+        high = _read_parsed(root, directory + "/memory.high", parse_v2_limit, own_errors, "memory.high unknown")
         cgroup.update(with_human("high", high))
-    counters = _read_parsed(root, directory + "/" + names["oom"], parse_flat_keyed, errors, "OOM-kill counter unknown")
+    counters = _read_parsed(root, directory + "/" + names["oom"], parse_flat_keyed, own_errors, "OOM-kill counter unknown")
     if counters is not None:
         cgroup["oom_kill"] = counters.get("oom_kill")
         # v2 also counts how often the limit was hit and the OOM killer invoked; v1 has no such counter.

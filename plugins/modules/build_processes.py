@@ -23,7 +23,7 @@ description:
   - The module's own process, all its ancestors (C(sh), C(sshd), C(ansible-playbook), maybe C(make)) and all
     its descendants are never reported nor signalled; neither is pid 1.
   - Before every signal the pid must still be the same process (same start time), so a reused pid is never
-    signalled. Zombies are reported in RV(remaining): only their parent can reap them.
+    signalled. Zombies are reported in RV(remaining); only their parent can reap them.
   - O(state=present) selects what the P(gpufleet.preflight.node_facts#module) C(build_processes) subset
     reports, narrowed by O(orphaned_only), O(older_than) and O(user).
 options:
@@ -152,7 +152,7 @@ patterns:
   elements: str
   sample: []
 errors:
-  description: What could not be read (C(<path>: <why>)).
+  description: What could not be read, each as C(<path>) colon reason.
   returned: always
   type: list
   elements: str

@@ -222,6 +222,10 @@ CASES = [
         "cgroup.available_bytes": 224 * MiB,  # b: 1 GiB - (900 MiB - 100 MiB inactive_file)
         "effective.total_bytes": GiB, "effective.available_bytes": 224 * MiB, "errors": [],
     }),
+    ("v2_root", dict(UNLIMITED_CGROUP, **{
+        "cgroup.version": 2, "cgroup.path": "/", "cgroup.dir": "/sys/fs/cgroup", "cgroup.usage_bytes": None,
+        "cgroup.inactive_file_bytes": 4096, "effective.limited_by": "host", "errors": [],
+    })),
     ("v2_without_memory_v1_memory", {
         "cgroup.version": 1, "cgroup.path": "/process_api/27dd", "cgroup.dir": V1_MEMORY + "/process_api/27dd",
         "cgroup.limit_bytes": 2 * GiB, "effective.total_bytes": 2 * GiB, "errors": [],
