@@ -177,7 +177,7 @@ def within_window(events, window_seconds):
 
 
 def empty_events(window_seconds, message):
-    return {"source": None, "readable": False, "message": message, "window_seconds": window_seconds,
+    return {"source": None, "readable": False, "message": message, "window_seconds": window_seconds, "lines_read": 0,
             "oom_kills": [], "xids": []}
 
 
@@ -282,6 +282,7 @@ def collect_kernel_events(window_seconds=86400, run=run_with_timeout, root="/", 
         facts.update(
             source=source,
             readable=True,
+            lines_read=len(entries),
             oom_kills=within_window(oom_kills, window_seconds),
             xids=within_window(xids, window_seconds),
         )

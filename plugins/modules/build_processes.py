@@ -13,6 +13,8 @@ module: build_processes
 short_description: Report or reap build processes (cmake, ninja, cc1plus, nvcc, ...) on a node
 version_added: 0.1.0
 author: gpufleet.preflight contributors (@gpufleet)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 description:
   - Scans C(/proc) for processes whose executable name is a build tool and reports them, or reaps them
     (SIGTERM, a grace period, then SIGKILL).
@@ -130,7 +132,7 @@ total_rss_bytes:
   type: int
   sample: 1073741824
 total_rss_human:
-  description: O(total_rss_bytes) for people.
+  description: RV(total_rss_bytes) for people.
   returned: always
   type: str
   sample: 1.0Gi

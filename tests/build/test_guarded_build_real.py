@@ -149,16 +149,16 @@ def test_failing_compile_reports_the_step_and_log_tail(tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    ({"argv": ["no-such-build-tool", "--build", "."], "jobs": 2, "memory_limit": "1GiB"},
+    ({"argv": ["no-such-build-tool", "--build", "."], "jobs": 2, "memory_limit": "8GiB"},
      "the build command no-such-build-tool was not found"),
-    ({"cmd": "no-such-build-tool && make", "jobs": 2, "memory_limit": "1GiB"},
+    ({"cmd": "no-such-build-tool && make", "jobs": 2, "memory_limit": "8GiB"},
      "the build command no-such-build-tool was not found"),
     ({"argv": ["cmake", "--build", "build"], "jobs": "eight", "memory_limit": "1GiB"},
      "jobs must be a whole number, got 'eight'"),
     ({"argv": ["cmake", "--build", "build"], "jobs": 2, "memory_limit": "8GiB", "nvcc_threads": 32},
      "memory_limit 8.0Gi is below one job: 32 nvcc threads x 5.0Gi memory_per_thread = 160Gi"),
     ({"argv": ["cmake", "--build", "build"], "jobs": 2, "memory_limit": "lots"}, "'lots' is not a size"),
-    ({"argv": ["cmake", "--build", "build"], "jobs": 2, "memory_limit": "1GiB", "source": "/nonexistent/src"},
+    ({"argv": ["cmake", "--build", "build"], "jobs": 2, "memory_limit": "8GiB", "source": "/nonexistent/src"},
      "source /nonexistent/src does not exist"),
     ({"argv": ["cmake", "--build", "build"], "jobs": 2, "memory_limit": "1GiB", "chdir": "/nonexistent/tree"},
      "chdir /nonexistent/tree does not exist"),

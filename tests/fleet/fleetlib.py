@@ -129,22 +129,32 @@ class MemoryCgroups:
                          % (root, root))
 
     def make_run_dir(self, run_id):
-        run_dir = os.path.join(self.base_dir, run_id)
-        os.mkdir(run_dir)
-        if self.version == 2:
-            # v2: memory must be delegated down to the node cgroups; the parent of run_dir
-            # must already have it (the no-internal-processes rule forbids us enabling it
-            # on a cgroup that holds our own process).
+        """Create the fleet's cgroup (v2: with memory delegated to the node cgroups); its path."""
+        if self.version == 1:
+            run_dir = os.path.join(self.base_dir, run_id)
+            os.mkdir(run_dir)
+            return run_dir
+        # v2: the no-internal-processes rule forbids enabling memory below a cgroup that
+        # holds processes (ours), so when our own cgroup cannot delegate, try its parent.
+        problems = []
+        for base in (self.base_dir, os.path.dirname(self.base_dir)):
+            run_dir = os.path.join(base, run_id)
             try:
+                os.mkdir(run_dir)
                 if "memory" not in read_text(os.path.join(run_dir, "cgroup.controllers")).split():
-                    write_text(os.path.join(self.base_dir, "cgroup.subtree_control"), "+memory")
+                    write_text(os.path.join(base, "cgroup.subtree_control"), "+memory")
                 write_text(os.path.join(run_dir, "cgroup.subtree_control"), "+memory")
-            except OSError as exc:
-                os.rmdir(run_dir)
-                raise FleetError("cgroup v2: cannot delegate the memory controller below %s: %s "
-                                 "(run the tests from a cgroup whose parent enables memory in cgroup.subtree_control)"
-                                 % (self.base_dir, exc))
-        return run_dir
+                self.base_dir = base
+                return run_dir
+            except (IOError, OSError) as exc:
+                problems.append("%s: %s" % (base, exc))
+                if os.path.isdir(run_dir):
+                    os.rmdir(run_dir)
+        raise FleetError("cgroup v2: cannot delegate the memory controller to a fleet cgroup (%s); run the tests "
+                         "from a cgroup whose parent enables memory in cgroup.subtree_control" % "; ".join(problems))
+
+    def stale_search_dirs(self):
+        return [self.base_dir] if self.version == 1 else [self.base_dir, os.path.dirname(self.base_dir)]
 
 
 def read_text(path):
@@ -256,7 +266,8 @@ def reap_stale_fleets(cgroups, tmp_root=None):
     """Remove cgroups and dirs left by fleets whose owning process died without teardown."""
     tmp_root = tmp_root or tempfile.gettempdir()
     reaped = []
-    for base in (cgroups.base_dir, tmp_root):
+    cgroup_bases = cgroups.stale_search_dirs()
+    for base in cgroup_bases + [tmp_root]:
         try:
             entries = os.listdir(base)
         except OSError:
@@ -266,7 +277,7 @@ def reap_stale_fleets(cgroups, tmp_root=None):
             if not match or pid_alive(int(match.group(1))):
                 continue
             path = os.path.join(base, entry)
-            if base == cgroups.base_dir:
+            if base in cgroup_bases:
                 remove_cgroup_tree(path)
             else:
                 for pid, _cmd in processes_mentioning(path):
@@ -673,7 +684,7 @@ class Fleet:
             self._make_keys()
             if not os.path.isdir("/run/sshd"):
                 os.makedirs("/run/sshd", 0o755)
-            self.cgroups.make_run_dir(self.run_id)
+            self.cgroup_run_dir = self.cgroups.make_run_dir(self.run_id)
             self.nodes = [Node(self, i) for i in range(1, n + 1)]
             for node in self.nodes:
                 node.launch()
