@@ -18,8 +18,8 @@ description:
     the policy on the controller.
   - Returns O(ready), one entry per check in RV(checks), sets the fact C(gpufleet_readiness) (and the gathered
     C(gpufleet_*) facts), and fails the host when it is not ready unless O(fail_when_not_ready=false).
-  - The failure message names every failed check in words a person can act on, for example
-    C(3 build processes still running: ninja (pid 115, orphaned, 2h 03m), cc1plus x2).
+  - 'The failure message names every failed check in words a person can act on, for example
+    C(3 build processes still running: ninja (pid 115, orphaned, 2h 03m\), cc1plus x2).'
   - Checks of a profile that is not selected are reported with status C(skipped) and why; a check whose facts
     could not be gathered fails with status C(unknown) and why; it never passes silently.
   - This is an action plugin; the module file holds its documentation.
