@@ -13,17 +13,26 @@ _UNITS = ("B", "Ki", "Mi", "Gi", "Ti", "Pi")
 
 
 def human(num_bytes):
-    """``free -h`` style: 1024-based, at most three significant digits, ``None`` stays ``None``."""
+    """``free -h`` exactly (procps-ng 4 ``scale_size``): 1024-based, ``None`` stays ``None``.
+
+    Up to 999 bytes as ``NB``; then the first unit where one decimal fits three characters
+    (``9.9Gi``) or the whole number, truncated as free does, fits three digits (``449Gi``, never
+    ``1000Ki``). So 449.7 GiB prints ``449Gi`` and 9.96 GiB prints ``9Gi``, exactly like free.
+    """
     if num_bytes is None:
         return None
+    if len("%d" % num_bytes) <= 3:
+        return "%dB" % num_bytes
     value = float(num_bytes)
-    for unit in _UNITS:
-        if abs(value) < 1024 or unit == _UNITS[-1]:
-            break
+    for unit in _UNITS[1:]:
         value /= 1024.0
-    if unit == "B":
-        return "%dB" % value
-    return ("%.1f%s" % (value, unit)) if abs(value) < 10 else ("%d%s" % (round(value), unit))
+        one_decimal = "%.1f" % value
+        if len(one_decimal) <= 3:
+            return one_decimal + unit
+        whole = "%d" % int(value)
+        if len(whole) <= 3:
+            return whole + unit
+    return "%d%s" % (int(value), _UNITS[-1])
 
 
 def with_human(prefix, num_bytes):
