@@ -294,6 +294,8 @@ def collect_gpus(run=run_with_timeout, timeout=10, search_paths=None):
 
     facts = empty_gpus("ok", "%d GPU%s listed by nvidia-smi" % (len(devices), "" if len(devices) == 1 else "s"), smi)
     facts.update(present=bool(devices), count=len(devices), devices=devices, unsupported_fields=unsupported)
+    if unsupported:
+        facts["message"] += "; fields this driver does not know: %s" % ", ".join(unsupported)
     facts["driver_version"] = next((dev["driver_version"] for dev in devices if dev["driver_version"]), None)
 
     app_rc, app_out, app_err = run([smi, "--query-compute-apps=" + ",".join(COMPUTE_APPS_FIELDS), "--format=csv,noheader,nounits"], timeout)

@@ -169,6 +169,7 @@ attributes:
     description: Reports whether the build is up to date and what it would run, without running it.
   diff_mode:
     support: none
+    description: Nothing to diff; the result lists attempts, artifacts and the log.
 """
 
 EXAMPLES = r"""

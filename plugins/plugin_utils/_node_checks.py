@@ -361,6 +361,20 @@ def check_disk_space(facts, policy):
     return result(name, not problems, observed, expected, "; ".join(problems + unknowns), "build")
 
 
+def concerns_node(kill, own_cgroup):
+    """Whether an OOM kill happened to this node: a global OOM, or one inside its own memory cgroup.
+
+    Containers on one host share the kernel log; a kill in a neighbour's cgroup is not this node's.
+    Without a known cgroup (or a kill line naming none) every kill counts.
+    """
+    if kill.get("global") or not own_cgroup or own_cgroup == "/":
+        return True
+    where = kill.get("cgroup") or kill.get("oom_cgroup")
+    if not where:
+        return True
+    return where == own_cgroup or where.startswith(own_cgroup.rstrip("/") + "/")
+
+
 def check_recent_oom(facts, policy):
     name = "recent_oom"
     minutes = _option(policy, "oom_window_minutes")
@@ -370,8 +384,9 @@ def check_recent_oom(facts, policy):
     events, why = _kernel_events(facts, name, expected, "build")
     if why:
         return why
+    own_cgroup = ((facts.get("memory") or {}).get("cgroup") or {}).get("path")
     recent = [kill for kill in events.get("oom_kills") or []
-              if kill.get("age_seconds") is None or kill["age_seconds"] <= minutes * 60]
+              if (kill.get("age_seconds") is None or kill["age_seconds"] <= minutes * 60) and concerns_node(kill, own_cgroup)]
     note = ""
     if (events.get("window_seconds") or 0) < minutes * 60:
         note = " (the kernel log was read only %s back)" % describe_age(events.get("window_seconds"))

@@ -53,7 +53,7 @@ def parse_result(output):
 
 def run_module(args, check=False, timeout=600):
     proc = subprocess.run(module_command(args, check), env=ansible_env(), stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, universal_newlines=True, timeout=timeout)
+                          stderr=subprocess.STDOUT, universal_newlines=True, timeout=timeout, check=False)
     result = parse_result(proc.stdout)
     result["_output"] = proc.stdout
     return result

@@ -11,6 +11,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import importlib.util
 import json
 import os
 import re
@@ -26,8 +27,7 @@ PLAYBOOK = os.path.join(REPO_ROOT, "playbooks", "preflight.yml")
 def connection_plugins():
     """ssh always; paramiko_ssh while ansible-core still ships it (deprecated in 2.19, removed in 2.21)."""
     try:
-        from ansible.plugins.loader import connection_loader
-        has_paramiko = connection_loader.find_plugin("ansible.builtin.paramiko_ssh") is not None
+        has_paramiko = importlib.util.find_spec("ansible.plugins.connection.paramiko_ssh") is not None
     except ImportError:
         has_paramiko = False
     return ["ssh", pytest.param("paramiko_ssh", marks=pytest.mark.skipif(

@@ -154,27 +154,25 @@ def test_check_mode_on_a_fresh_venv_reports_changes_and_creates_nothing(first_ru
 ])
 def test_cmake_policy_minimum_follows_the_cmake_in_use(first_run, workdir, venv, spec, policy_set):
     assert first_run.rc == 0, first_run
-    run = run_role(workdir, {"build_deps_venv": venv, "build_deps_cmake_spec": spec}, name="cmake")
+    # The 3.31 run also sets a ccache dir (one run for two behaviours: the suite stays short).
+    cache = workdir / "ccache"
+    extra = {"build_deps_ccache_dir": str(cache)} if not policy_set else {}
+    run = run_role(workdir, dict(extra, build_deps_venv=venv, build_deps_cmake_spec=spec), name="cmake")
     assert run.rc == 0, run
     cmake = run.result["gpufleet_toolchain"]["cmake"]
     assert cmake["path"] == os.path.join(venv, "bin", "cmake")
     assert (version_tuple(cmake["version"]) >= (4, 0)) == policy_set, cmake
+    assert cmake["policy_version_minimum_needed"] == policy_set, cmake
     with open(os.path.join(venv, "gpufleet-build.env")) as handle:
         text = handle.read()
     assert ("export CMAKE_POLICY_VERSION_MINIMUM=3.5\n" in text) == policy_set, text
     assert ("CMAKE_POLICY_VERSION_MINIMUM" in run.result["build_deps_env"]) == policy_set
-
-
-def test_ccache_dir_is_created_and_exported(first_run, workdir, venv):
-    assert first_run.rc == 0, first_run
-    cache = workdir / "ccache"
-    env_file = workdir / "ccache.env"
-    run = run_role(workdir, {"build_deps_venv": venv, "build_deps_ccache_dir": str(cache), "build_deps_env_file": str(env_file)},
-                   name="ccache")
-    assert run.rc == 0, run
-    assert cache.is_dir()
-    assert "export CCACHE_DIR=%s\n" % cache in env_file.read_text()
-    assert run.result["build_deps_env"]["CCACHE_DIR"] == str(cache)
+    if extra:
+        assert cache.is_dir()
+        assert "export CCACHE_DIR=%s\n" % cache in text
+        assert run.result["build_deps_env"]["CCACHE_DIR"] == str(cache)
+    else:
+        assert "CCACHE_DIR" not in text
 
 
 def hide_numa_header(workdir):
@@ -212,12 +210,9 @@ def bad_input_cases():
     return [
         ("unsupported-os", {"build_deps_os_family": "Suse"}, "supports the OS families Debian and RedHat (apt and dnf); this node's family is Suse"),
         ("torch-malformed", {"build_deps_torch_version": "2.9"}, 'build_deps_torch_version "2.9" is not a pinned torch version'),
-        ("torch-words", {"build_deps_torch_version": "latest"}, 'build_deps_torch_version "latest" is not a pinned torch version'),
         ("torch-cpu", {"build_deps_torch_version": "2.9.1+cpu"}, 'build_deps_torch_version "2.9.1+cpu" is not a pinned torch version'),
         ("torch-cuda-mismatch", {"build_deps_torch_version": "2.9.1+cu128"}, "is a CUDA 12 build but nvcc"),
         ("no-index-no-links", {"build_deps_pip_no_index": True}, "build_deps_pip_no_index is true but build_deps_pip_find_links is empty"),
-        ("bad-cmake-spec", {"build_deps_cmake_spec": "cmkae>=3.31"}, 'build_deps_cmake_spec "cmkae>=3.31" must be a requirement for the cmake package'),
-        ("bad-choice", {"build_deps_cmake_source": "conda"}, "build_deps_cmake_source"),
     ]
 
 

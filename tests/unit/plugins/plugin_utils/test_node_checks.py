@@ -198,3 +198,25 @@ def test_checks_tuple_names_are_unique_and_profiled():
     assert len(set(names)) == len(names) == 12
     profiles = dict((check(HEALTHY, POLICY)["name"], check(HEALTHY, POLICY)["profile"]) for check in nc.CHECKS)
     assert profiles["gpu_count"] == "gpu" and profiles["disk_space"] == "build" and profiles["nvcc_arch"] == "build"
+
+
+@pytest.mark.parametrize("kill_entry, own, concerns", [
+    ({"global": True, "cgroup": "/other"}, "/fleet/node1", True),
+    ({"global": False, "cgroup": "/fleet/node1"}, "/fleet/node1", True),
+    ({"global": False, "cgroup": "/fleet/node1/build"}, "/fleet/node1", True),
+    ({"global": False, "cgroup": "/fleet/node10"}, "/fleet/node1", False),
+    ({"global": False, "cgroup": "/fleet/node2"}, "/fleet/node1", False),
+    ({"global": False, "cgroup": None}, "/fleet/node1", True),
+    ({"global": False, "cgroup": "/anything"}, "/", True),
+    ({"global": False, "cgroup": "/anything"}, None, True),
+])
+def test_oom_kill_concerns_only_its_own_cgroup(kill_entry, own, concerns):
+    assert nc.concerns_node(kill_entry, own) is concerns
+
+
+def test_recent_oom_ignores_a_neighbours_kill():
+    facts = {"kernel_events": events(oom=[dict(kill(60), cgroup="/fleet/node2")]),
+             "memory": {"cgroup": {"path": "/fleet/node1"}}}
+    assert nc.check_recent_oom(facts, {})["status"] == "ok"
+    facts["memory"]["cgroup"]["path"] = "/fleet/node2"
+    assert nc.check_recent_oom(facts, {})["status"] == "failed"

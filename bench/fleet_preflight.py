@@ -1,0 +1,165 @@
+#!/usr/bin/env python
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Benchmark 1: the fleet preflight against Ansible's own floor and the seed's ssh one-liner.
+
+On an N-node test fleet (real sshd per node, tests/fleet/fleetlib.py), medians over R rounds of:
+
+- ``ansible all -m ping``                                  (the floor: one module round trip per host)
+- ``ansible all -m setup -a gather_subset=hardware``       (what people use for memory facts today)
+- ``ansible-playbook playbooks/preflight.yml``, profiles ``[]`` (memory + build processes) and ``[build]``
+- the seed's ``ssh root@node 'free -h; ps aux | grep ... | wc -l'`` to every node at once, with a
+  fresh ssh connection each (cold) and over a ControlMaster opened beforehand (warm).
+
+Every round runs every command once, in the same order, so slow minutes hit all of them alike.
+Targets: preflight <= 1.5 x ping and < setup.  Knobs: GPUFLEET_BENCH_NODES (8), GPUFLEET_BENCH_REPEAT (5).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import re
+import shutil
+import tempfile
+
+import benchlib
+from benchlib import BenchFailure
+from fleetlib import Fleet, parse_adhoc_status, run_adhoc, run_playbook
+
+PLAYBOOK = os.path.join(benchlib.REPO_ROOT, "playbooks", "preflight.yml")
+RECAP_RE = re.compile(r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
+
+
+def preflight_vars(profiles, report_dir):
+    """Variables under which a healthy test node is ready (so the happy path is what is timed)."""
+    return {
+        "preflight_profiles": profiles,
+        "preflight_report_dir": report_dir,
+        "preflight_min_available_memory": "512MiB",
+        "preflight_min_free_disk": "512MiB",
+        "preflight_min_free_inodes": 1000,
+        "preflight_build_path": "/tmp",
+    }
+
+
+def check_playbook(label, result, hosts):
+    recap = {m.group(1): (int(m.group(4)), int(m.group(5))) for m in RECAP_RE.finditer(result.stdout)}
+    broken = [h for h in hosts if recap.get(h, (1, 1)) != (0, 0)]
+    if result.rc != 0 or broken:
+        raise BenchFailure("%s: rc %d, hosts not ok %s\n%s\n%s" % (label, result.rc, broken, benchlib.tail(result.stdout),
+                                                                 benchlib.tail(result.stderr)))
+
+
+def check_adhoc(label, result, hosts):
+    statuses = parse_adhoc_status(result.stdout)
+    broken = [h for h in hosts if statuses.get(h) != "SUCCESS"]
+    if result.rc != 0 or broken:
+        raise BenchFailure("%s: rc %d, hosts not SUCCESS %s\n%s\n%s" % (label, result.rc, broken, benchlib.tail(result.stdout),
+                                                                      benchlib.tail(result.stderr)))
+
+
+def ssh_argv(fleet, node, warm):
+    argv = ["ssh", "-i", fleet.client_key, "-l", "root", "-p", str(node.port),
+            "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes", "-o", "StrictHostKeyChecking=no",
+            "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR"]
+    if warm:
+        # Under the fleet dir, where Fleet.stop() ends the masters.
+        argv += ["-o", "ControlMaster=auto", "-o", "ControlPersist=120s", "-o", "ControlPath=%s/cp-raw-%%C" % fleet.dir]
+    else:
+        argv += ["-o", "ControlMaster=no", "-o", "ControlPath=none"]
+    return argv + [node.address, benchlib.SEED_ONE_LINER]
+
+
+def run_one_liner(fleet, warm):
+    seconds, results = benchlib.timed_parallel([ssh_argv(fleet, node, warm) for node in fleet.nodes])
+    for node, (rc, out, err) in zip(fleet.nodes, results):
+        lines = out.strip().splitlines()
+        if rc != 0 or "Mem:" not in out or not lines or not lines[-1].strip().isdigit():
+            raise BenchFailure("seed one-liner on %s: rc %d\n%s\n%s" % (node.name, rc, out, err))
+    return seconds
+
+
+def commands(fleet, report_dir):
+    """(key, label, callable -> seconds) for each thing timed."""
+    hosts = [node.name for node in fleet.nodes]
+    inventory = fleet.inventory_path
+
+    def ping():
+        result = run_adhoc("all", inventory, "ansible.builtin.ping")
+        check_adhoc("ping", result, hosts)
+        return result.duration
+
+    def setup():
+        result = run_adhoc("all", inventory, "ansible.builtin.setup", "gather_subset=hardware")
+        check_adhoc("setup", result, hosts)
+        return result.duration
+
+    def preflight(profiles):
+        def _run():
+            result = run_playbook(PLAYBOOK, inventory, extra_vars=preflight_vars(profiles, report_dir))
+            check_playbook("preflight %s" % profiles, result, hosts)
+            with open(os.path.join(report_dir, "preflight.json")) as handle:
+                summary = json.load(handle)["summary"]
+            if summary.get("ready") != len(hosts):
+                raise BenchFailure("preflight %s: not every healthy node is ready: %s" % (profiles, summary))
+            return result.duration
+        return _run
+
+    return [
+        ("ping", "`ansible all -m ping`", ping),
+        ("setup_hardware", "`ansible all -m setup -a gather_subset=hardware`", setup),
+        ("preflight", "`ansible-playbook playbooks/preflight.yml` (profiles `[]`: memory + build processes)", preflight([])),
+        ("preflight_build", "`ansible-playbook playbooks/preflight.yml` (profiles `[build]`)", preflight(["build"])),
+        ("seed_ssh_cold", "seed one-liner, parallel `ssh` per node, no connection reuse", lambda: run_one_liner(fleet, False)),
+        ("seed_ssh_warm", "seed one-liner, parallel `ssh` over an open ControlMaster", lambda: run_one_liner(fleet, True)),
+    ]
+
+
+def main():
+    nodes = benchlib.env_int("GPUFLEET_BENCH_NODES", 8, 2)
+    repeat = benchlib.env_int("GPUFLEET_BENCH_REPEAT", 5, 1)
+    if shutil.which("ssh") is None:
+        raise BenchFailure("ssh is not installed")
+    info = benchlib.machine()
+    info["load_average"] = benchlib.wait_for_low_load()
+    report_dir = tempfile.mkdtemp(prefix="gpufleet-bench-reports-")
+    fleet = Fleet()
+    try:
+        fleet.start(nodes)
+        timed = commands(fleet, report_dir)
+        print("fleet of %d nodes up in %.1fs; warm-up round (not counted)" % (nodes, fleet.timings["start_seconds"]), flush=True)
+        for _key, _label, run in timed:
+            run()
+        samples = {key: [] for key, _label, _run in timed}
+        for round_no in range(1, repeat + 1):
+            for key, _label, run in timed:
+                samples[key].append(run())
+            print("round %d/%d: %s (load %s)" % (round_no, repeat, ", ".join("%s %.2fs" % (k, samples[k][-1]) for k, _l, _r in timed),
+                                               benchlib.load_average()[0]), flush=True)
+    finally:
+        fleet.stop()
+        shutil.rmtree(report_dir, ignore_errors=True)
+
+    medians = {key: benchlib.median(values) for key, values in samples.items()}
+    ping = medians["ping"]
+    rows = [[label, benchlib.fmt_seconds(medians[key]), benchlib.fmt_ratio(medians[key] / ping),
+             " ".join(benchlib.fmt_seconds(v) for v in samples[key])] for key, label, _run in timed]
+    table = benchlib.markdown_table(["command (%d nodes)" % nodes, "median s", "vs ping", "all runs s"], rows)
+    targets = []
+    for key in ("preflight", "preflight_build"):
+        ratio = medians[key] / ping
+        targets.append(("%s <= 1.5 x ping" % key, ratio <= 1.5, "%.2fx" % ratio))
+        targets.append(("%s < setup(hardware)" % key, medians[key] < medians["setup_hardware"],
+                        "%.2fs vs %.2fs" % (medians[key], medians["setup_hardware"])))
+    notes = ["medians over %d rounds; every round ran every command once, in the order of the table" % repeat,
+             "ansible runs reuse the inventory's ssh ControlMaster (ControlPersist), as consecutive runs do in practice"]
+    return benchlib.report("fleet_preflight", "Fleet preflight vs ping, setup and the seed's one-liner (%d nodes)" % nodes,
+                           info, table, notes, {"nodes": nodes, "repeat": repeat, "samples": samples, "medians": medians}, targets)
+
+
+if __name__ == "__main__":
+    benchlib.main_wrapper(main)
