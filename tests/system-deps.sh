@@ -11,6 +11,7 @@ ssh              openssh-client
 ssh-keygen       openssh-client
 unshare          util-linux
 free             procps
+/usr/include/numa.h libnuma-dev
 "
 
 missing=""

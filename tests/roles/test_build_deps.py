@@ -238,3 +238,22 @@ def test_venv_path_that_is_a_file_fails_before_installing(workdir):
     assert run.recap["changed"] == 0
     assert target.read_text() == "a file\n"
     assert subprocess.call(["dpkg", "-s", "sl"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) != 0
+
+
+def local_torch_wheel():
+    wheels = [name for name in os.listdir("/opt/wheels") if name.startswith("torch-")] if os.path.isdir("/opt/wheels") else []
+    return sorted(wheels)[-1] if wheels else None
+
+
+# Last in the file: it puts torch (large) into the shared venv. Opt-in, it adds about a minute.
+@pytest.mark.skipif(os.environ.get("BUILD_DEPS_TEST_TORCH") != "1", reason="set BUILD_DEPS_TEST_TORCH=1 (installs torch, ~1 min)")
+@pytest.mark.skipif(local_torch_wheel() is None or "+cpu" not in (local_torch_wheel() or ""), reason="needs a CPU torch wheel in /opt/wheels")
+def test_torch_without_matching_cuda_fails_after_install(first_run, workdir, venv):
+    assert first_run.rc == 0, first_run
+    version = local_torch_wheel().split("-")[1].split("+")[0]
+    run = run_role(workdir, {"build_deps_venv": venv, "build_deps_torch_version": version, "build_deps_pip_find_links": ["/opt/wheels"]},
+                   name="torch")
+    assert run.rc != 0, run
+    torch = run.result["gpufleet_toolchain"]["torch"] if run.result else None
+    assert "is not build-ready: torch %s+cpu is built without CUDA: install a +cu13x build of torch" % version in run.output, (run, torch)
+    assert "Traceback" not in run.output

@@ -1,0 +1,103 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The gpu and build profiles on the fleet: per-node stub nvidia-smi replaying captured Blackwell output.
+
+Most nodes: 8 healthy RTX PRO 6000 Blackwell (CC 12.0). node2: 7 GPUs. node3: uncorrected ECC errors.
+node4: nvidia-smi hangs (a wedged driver). node5: the build path is a nearly full tmpfs.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+
+from fleetlib import REPO_ROOT, TIMINGS, run_playbook
+
+PLAYBOOK = os.path.join(REPO_ROOT, "playbooks", "preflight.yml")
+STUB = os.path.join(REPO_ROOT, "tests", "fleet", "stubs", "nvidia-smi")
+BLACKWELL = os.path.join(REPO_ROOT, "tests", "unit", "plugins", "module_utils", "fixtures", "gpus", "rtx_pro_6000_x8")
+SBIN = "/usr/local/sbin"
+GPU_TIMEOUT = 4
+
+
+def blackwell_rows():
+    with open(os.path.join(BLACKWELL, "query-gpu.csv")) as handle:
+        lines = [line for line in handle.read().splitlines() if line.strip()]
+    return lines[0], lines[1:]
+
+
+def install_gpus(node, rows=None, hang=False):
+    """The stub as /usr/local/sbin/nvidia-smi on this node only, with its replay files beside it."""
+    header, healthy = blackwell_rows()
+    with open(STUB) as handle:
+        node.put_stub(SBIN + "/nvidia-smi", handle.read())
+    data = SBIN + "/nvidia-smi.d/"
+    node.put_stub(data + "query-gpu.csv", "\n".join([header] + (healthy if rows is None else rows)) + "\n", 0o644)
+    node.put_stub(data + "compute-apps.csv", "", 0o644)
+    with open(os.path.join(BLACKWELL, "version.txt")) as handle:
+        node.put_stub(data + "version.txt", handle.read(), 0o644)
+    if hang:
+        node.put_stub(data + "hang", "", 0o644)
+
+
+def with_ecc_errors(row, errors):
+    cells = row.split(", ")
+    cells[10] = str(errors)  # ecc.errors.uncorrected.volatile.total
+    return ", ".join(cells)
+
+
+def test_gpu_and_build_profiles_flag_exactly_the_broken_nodes(fresh_fleet, tmp_path):
+    fleet = fresh_fleet(8)
+    _, healthy = blackwell_rows()
+    build_path = os.path.join(fleet.dir, "build")
+    os.makedirs(build_path)
+    for node in fleet.nodes:
+        if node.name == "node2":
+            install_gpus(node, rows=healthy[:7])
+        elif node.name == "node3":
+            install_gpus(node, rows=[with_ecc_errors(healthy[0], 3)] + healthy[1:])
+        elif node.name == "node4":
+            install_gpus(node, hang=True)
+        else:
+            install_gpus(node)
+    full = fleet["node5"]
+    full.mount_tmpfs(build_path, "64m")
+    full.run("dd if=/dev/zero of=%s/fill bs=1M count=60 2>/dev/null" % build_path, check=True)
+
+    result = run_playbook(PLAYBOOK, fleet.inventory_path, extra_vars={
+        "preflight_profiles": ["build", "gpu"],
+        "preflight_build_path": build_path,
+        "preflight_min_free_disk": "1GiB",
+        "preflight_min_available_memory": "1GiB",
+        "preflight_gpu_timeout": GPU_TIMEOUT,
+        "preflight_report_dir": str(tmp_path),
+    })
+    TIMINGS["gpu_preflight_8_nodes"] = result.duration
+    assert "Traceback" not in result.stdout + result.stderr
+    with open(os.path.join(str(tmp_path), "preflight.json")) as handle:
+        hosts = json.load(handle)["hosts"]
+
+    failed = dict((name, entry["failed_checks"]) for name, entry in hosts.items() if entry["status"] != "ready")
+    assert failed == {"node2": ["gpu_count"], "node3": ["ecc_errors"], "node4": failed.get("node4"), "node5": ["disk_space"]}, \
+        json.dumps(dict((n, hosts[n]["reason"]) for n in hosts), indent=1)
+    # The hung driver: every GPU check that needs nvidia-smi is unknown, with why; nothing passes silently.
+    node4 = dict((c["name"], c) for c in hosts["node4"]["checks"])
+    assert "gpu_count" in hosts["node4"]["failed_checks"]
+    assert set(hosts["node4"]["failed_checks"]) <= {"gpu_count", "compute_capability", "ecc_errors", "row_remaps",
+                                                     "gpu_compute_apps", "driver_version"}, hosts["node4"]["failed_checks"]
+    for name in ("gpu_count", "compute_capability", "ecc_errors", "row_remaps"):
+        assert node4[name]["status"] == "unknown", (name, node4[name])
+    assert "did not answer within %.1fs and was killed" % GPU_TIMEOUT in node4["gpu_count"]["message"]
+    assert "7 GPUs" in hosts["node2"]["reason"] and "8" in hosts["node2"]["reason"]
+    assert "ECC" in hosts["node3"]["reason"]
+    assert "1.0Gi needed" in hosts["node5"]["reason"], hosts["node5"]["reason"]
+    # The hang costs its timeout, not the run: the others finish, the playbook ends well within 3 timeouts + overhead.
+    assert result.duration < 60, result.duration
+    # The checks that passed on a healthy node include the GPU ones, so the stub was really read.
+    node1 = dict((c["name"], c) for c in hosts["node1"]["checks"])
+    for name in ("gpu_count", "compute_capability", "ecc_errors", "row_remaps", "gpu_compute_apps", "nvcc_arch", "disk_space"):
+        assert node1[name]["status"] == "ok", (name, node1[name])
+    assert node1["gpu_count"]["observed"] == 8
