@@ -54,11 +54,11 @@ def default_disk_paths():
 def gather(options, run):
     """``{gpufleet_<subset>: facts}`` for every subset asked for."""
     collectors = {
-        "memory": lambda: _memory.collect_memory(),
+        "memory": _memory.collect_memory,
         "build_processes": lambda: _processes.collect_build_processes(
             extra_names=options["build_process_names"], patterns=options["build_process_patterns"]
         ),
-        "cpus": lambda: _cpus.collect_cpus(),
+        "cpus": _cpus.collect_cpus,
         "gpus": lambda: _gpus.collect_gpus(run, timeout=options["gpu_timeout"]),
         "toolchain": lambda: _toolchain.collect_toolchain(run, python=options["toolchain_python"]),
         "disks": lambda: _disks.collect_disks(options["disk_paths"]),

@@ -225,21 +225,30 @@ def check_memory_pressure(facts, policy):
     return result(name, ok, avg10, "<= %s%%" % limit, message)
 
 
+def custom_check_passes(spec, observed):
+    """equals compares any value; max and min only numbers (a string or list never passes them)."""
+    if "equals" in spec:
+        return observed == spec["equals"]
+    if isinstance(observed, bool) or not isinstance(observed, (int, float)):
+        return False
+    return observed <= spec["max"] if "max" in spec else observed >= spec["min"]
+
+
 def check_custom(spec, facts):
     name = spec["name"]
     if "equals" in spec:
-        expected, compare = "== %r" % (spec["equals"],), (lambda v: v == spec["equals"])
+        expected = "== %r" % (spec["equals"],)
     elif "max" in spec:
-        expected, compare = "<= %s" % spec["max"], (lambda v: isinstance(v, (int, float)) and v <= spec["max"])
+        expected = "<= %s" % spec["max"]
     else:
-        expected, compare = ">= %s" % spec["min"], (lambda v: isinstance(v, (int, float)) and v >= spec["min"])
+        expected = ">= %s" % spec["min"]
     try:
         observed = spec["compiled"].search(facts)
     except JMESPathError as exc:
         return unknown(name, expected, "JMESPath %r failed on the facts: %s" % (spec["query"], exc), "custom")
     if observed is None:
         return unknown(name, expected, "JMESPath %r selected nothing in the gathered facts" % spec["query"], "custom")
-    ok = compare(observed)
+    ok = custom_check_passes(spec, observed)
     message = "" if ok else (spec.get("message") or "%s: %r is %r, expected %s" % (name, spec["query"], observed, expected))
     return result(name, ok, observed, expected, message, "custom")
 
