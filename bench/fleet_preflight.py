@@ -20,24 +20,28 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import collections
 import json
 import os
 import re
 import shutil
 import tempfile
+import time
 
 import benchlib
 from benchlib import BenchFailure
 from fleetlib import Fleet, parse_adhoc_status, run_adhoc, run_playbook
 
 PLAYBOOK = os.path.join(benchlib.REPO_ROOT, "playbooks", "preflight.yml")
+STAMP_PLUGINS = os.path.join(benchlib.BENCH_DIR, "callback_plugins")
 RECAP_RE = re.compile(r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
 
 
-def preflight_vars(profiles, report_dir):
+def preflight_vars(profiles, report_dir, write_reports=True):
     """Variables under which a healthy test node is ready (so the happy path is what is timed)."""
     return {
         "preflight_profiles": profiles,
+        "preflight_write_reports": write_reports,
         "preflight_report_dir": report_dir,
         "preflight_min_available_memory": "512MiB",
         "preflight_min_free_disk": "512MiB",
@@ -83,7 +87,31 @@ def run_one_liner(fleet, warm):
     return seconds
 
 
-def commands(fleet, report_dir):
+def segments(stamp_file, started, finished):
+    """Seconds per phase of one playbook run, from the stamp callback: startup, each task, shutdown."""
+    with open(stamp_file) as handle:
+        events = [json.loads(line) for line in handle if line.strip()]
+    os.unlink(stamp_file)
+    spent = collections.OrderedDict()
+    if not events:
+        return spent
+    spent["(start-up: python, ansible, inventory, playbook parse)"] = events[0]["t"] - started
+    play = ""
+    for event, following in zip(events, events[1:] + [{"t": finished, "kind": "exit", "name": ""}]):
+        if event["kind"] == "play":
+            play = event["name"]
+            key = "%s: (play start)" % play
+        elif event["kind"] == "task":
+            key = "%s: %s" % (play, event["name"])
+        elif event["kind"] == "end":
+            key = "(stats, shutdown)"
+        else:
+            continue
+        spent[key] = spent.get(key, 0.0) + following["t"] - event["t"]
+    return spent
+
+
+def commands(fleet, report_dir, breakdown):
     """(key, label, callable -> seconds) for each thing timed."""
     hosts = [node.name for node in fleet.nodes]
     inventory = fleet.inventory_path
@@ -98,25 +126,47 @@ def commands(fleet, report_dir):
         check_adhoc("setup", result, hosts)
         return result.duration
 
-    def preflight(profiles):
+    def preflight(profiles, key, write_reports=True):
         def _run():
-            result = run_playbook(PLAYBOOK, inventory, extra_vars=preflight_vars(profiles, report_dir))
+            stamp_file = os.path.join(report_dir, "stamps.jsonl")
+            env = {"ANSIBLE_CALLBACK_PLUGINS": STAMP_PLUGINS, "ANSIBLE_CALLBACKS_ENABLED": "gpufleet_bench_stamp",
+                   "GPUFLEET_BENCH_STAMP_FILE": stamp_file}
+            report = os.path.join(report_dir, "preflight.json")
+            if os.path.exists(report):
+                os.unlink(report)
+            started = time.time()
+            result = run_playbook(PLAYBOOK, inventory, extra_vars=preflight_vars(profiles, report_dir, write_reports), env=env)
             check_playbook("preflight %s" % profiles, result, hosts)
-            with open(os.path.join(report_dir, "preflight.json")) as handle:
-                summary = json.load(handle)["summary"]
-            if summary.get("ready") != len(hosts):
-                raise BenchFailure("preflight %s: not every healthy node is ready: %s" % (profiles, summary))
+            breakdown.setdefault(key, []).append(segments(stamp_file, started, started + result.duration))
+            if write_reports:
+                with open(report) as handle:
+                    summary = json.load(handle)["summary"]
+                if summary.get("ready") != len(hosts):
+                    raise BenchFailure("preflight %s: not every healthy node is ready: %s" % (profiles, summary))
             return result.duration
         return _run
 
     return [
         ("ping", "`ansible all -m ping`", ping),
         ("setup_hardware", "`ansible all -m setup -a gather_subset=hardware`", setup),
-        ("preflight", "`ansible-playbook playbooks/preflight.yml` (profiles `[]`: memory + build processes)", preflight([])),
-        ("preflight_build", "`ansible-playbook playbooks/preflight.yml` (profiles `[build]`)", preflight(["build"])),
+        ("preflight", "`ansible-playbook playbooks/preflight.yml` (profiles `[]`: memory + build processes)", preflight([], "preflight")),
+        ("preflight_build", "`ansible-playbook playbooks/preflight.yml` (profiles `[build]`)", preflight(["build"], "preflight_build")),
+        ("preflight_no_reports", "the same, profiles `[]`, `preflight_write_reports=false`",
+         preflight([], "preflight_no_reports", write_reports=False)),
         ("seed_ssh_cold", "seed one-liner, parallel `ssh` per node, no connection reuse", lambda: run_one_liner(fleet, False)),
         ("seed_ssh_warm", "seed one-liner, parallel `ssh` over an open ControlMaster", lambda: run_one_liner(fleet, True)),
     ]
+
+
+def breakdown_table(runs, ping):
+    keys = []
+    for run in runs:
+        keys.extend(key for key in run if key not in keys)
+    rows = []
+    for key in keys:
+        value = benchlib.median([run.get(key, 0.0) for run in runs])
+        rows.append([key, benchlib.fmt_seconds(value), benchlib.fmt_ratio(value / ping)])
+    return benchlib.markdown_table(["phase (play: task)", "median s", "as a share of ping"], rows)
 
 
 def main():
@@ -130,10 +180,12 @@ def main():
     fleet = Fleet()
     try:
         fleet.start(nodes)
-        timed = commands(fleet, report_dir)
+        breakdown = {}
+        timed = commands(fleet, report_dir, breakdown)
         print("fleet of %d nodes up in %.1fs; warm-up round (not counted)" % (nodes, fleet.timings["start_seconds"]), flush=True)
         for _key, _label, run in timed:
             run()
+        breakdown.clear()
         samples = {key: [] for key, _label, _run in timed}
         for round_no in range(1, repeat + 1):
             for key, _label, run in timed:
@@ -155,10 +207,13 @@ def main():
         targets.append(("%s <= 1.5 x ping" % key, ratio <= 1.5, "%.2fx" % ratio))
         targets.append(("%s < setup(hardware)" % key, medians[key] < medians["setup_hardware"],
                         "%.2fs vs %.2fs" % (medians[key], medians["setup_hardware"])))
+    phases = breakdown_table(breakdown.get("preflight", []), medians["ping"])
+    table += "\n\nWhere `ansible-playbook playbooks/preflight.yml` (profiles `[]`) spends its time (medians, from task start stamps):\n\n" + phases
     notes = ["medians over %d rounds; every round ran every command once, in the order of the table" % repeat,
              "ansible runs reuse the inventory's ssh ControlMaster (ControlPersist), as consecutive runs do in practice"]
+    data_breakdown = {key: [dict(run) for run in runs] for key, runs in breakdown.items()}
     return benchlib.report("fleet_preflight", "Fleet preflight vs ping, setup and the seed's one-liner (%d nodes)" % nodes,
-                           info, table, notes, {"nodes": nodes, "repeat": repeat, "samples": samples, "medians": medians}, targets)
+                           info, table, notes, {"nodes": nodes, "repeat": repeat, "samples": samples, "medians": medians, "breakdown": data_breakdown}, targets)
 
 
 if __name__ == "__main__":

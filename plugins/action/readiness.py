@@ -85,10 +85,10 @@ class ActionModule(ActionBase):
             time.sleep(min(policy["interval"] or 1, remaining))
 
         waited = round(time.monotonic() - started, 1)
-        if policy["wait"] and attempts > 1:
-            message += " (after waiting %s s, %d checks of the node)" % (waited, attempts)
+        if policy["wait"] and ready:
+            message += " (ready after waiting %d s, %d check%s of the node)" % (int(waited), attempts, "" if attempts == 1 else "s")
         elif policy["wait"]:
-            message += " (ready at the first look)" if ready else " (waited %s s)" % waited
+            message += " (still not ready after waiting %g s: %d checks of the node over %.1f s)" % (policy["wait"], attempts, waited)
         readiness = dict(
             ready=ready,
             message=message,

@@ -206,6 +206,59 @@ def test_hidden_numa_header_fails_with_a_plain_message(first_run, workdir, venv)
     assert os.path.exists("/usr/include/numa.h")
 
 
+NVCC_12_6 = """#!/bin/sh
+# nvcc 12.6 as it answers; it knows no sm_100 / sm_120 yet.
+case "$1" in
+--version) printf 'nvcc: NVIDIA (R) Cuda compiler driver\nCopyright (c) 2005-2024 NVIDIA Corporation\n'
+           printf 'Built on Tue_Oct_29_23:50:19_PDT_2024\nCuda compilation tools, release 12.6, V12.6.85\n'
+           printf 'Build cuda_12.6.r12.6/compiler.35059454_0\n' ;;
+--list-gpu-code) printf 'sm_50\nsm_52\nsm_53\nsm_60\nsm_61\nsm_62\nsm_70\nsm_72\nsm_75\nsm_80\nsm_86\nsm_87\nsm_89\nsm_90\n' ;;
+--list-gpu-arch) printf 'compute_50\ncompute_52\ncompute_53\ncompute_60\ncompute_61\ncompute_62\ncompute_70\ncompute_72\n'
+                 printf 'compute_75\ncompute_80\ncompute_86\ncompute_87\ncompute_89\ncompute_90\n' ;;
+*) exit 1 ;;
+esac
+"""
+
+
+def test_old_nvcc_fails_naming_the_cuda_needed(first_run, workdir, venv):
+    """A CUDA home whose nvcc is 12.6: sm_120a cannot be compiled, and the message says what is needed."""
+    assert first_run.rc == 0, first_run
+    cuda_home = workdir / "cuda-12.6"
+    (cuda_home / "bin").mkdir(parents=True, exist_ok=True)
+    nvcc = cuda_home / "bin" / "nvcc"
+    nvcc.write_text(NVCC_12_6)
+    nvcc.chmod(0o755)
+    run = run_role(workdir, {"build_deps_venv": venv, "build_deps_cuda_home": str(cuda_home),
+                             "build_deps_env_file": str(workdir / "cuda-12.6.env"),
+                             "build_deps_gpu_archs": ["sm_90", "sm_120a", "sm_100f"]}, name="nvcc")
+    assert run.rc != 0, run
+    assert run.result is None  # the play stopped at the verification, before its post task
+    assert "nvcc 12.6 cannot compile sm_120a: CUDA >= 12.8 is needed" in run.output, run
+    assert "nvcc 12.6 cannot compile sm_100f: CUDA >= 12.9 is needed" in run.output, run
+    assert "cannot compile sm_90" not in run.output
+    assert "Traceback" not in run.output
+
+
+def test_wheelhouse_only_install(workdir, monkeypatch):
+    """Air-gapped: a fresh venv filled from a local wheelhouse with --no-index; the index is unreachable."""
+    wheelhouse = workdir / "wheelhouse"
+    subprocess.check_call([sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:", "-d", str(wheelhouse),
+                           "scikit-build-core>=0.10", "wheel", "ninja", "cmake>=3.31,<4"], stderr=subprocess.DEVNULL)
+    venv = workdir / "airgap" / "venv"
+    # No index, find-links or constraints from this host's pip config; the index given is a dead loopback port,
+    # so only --no-index lets the install succeed.
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)
+    run = run_role(workdir, {"build_deps_venv": str(venv), "build_deps_pip_no_index": True,
+                             "build_deps_pip_find_links": [str(wheelhouse)],
+                             "build_deps_pip_index_url": "http://127.0.0.1:9/simple",
+                             "build_deps_cmake_spec": "cmake>=3.31,<4"}, name="airgap")
+    assert run.rc == 0, run
+    facts = run.result["gpufleet_toolchain"]
+    assert facts["scikit_build_core"]["present"], facts
+    assert facts["cmake"]["path"] == str(venv / "bin" / "cmake")
+    assert version_tuple(facts["cmake"]["version"])[:2] == (3, 31)
+
+
 def bad_input_cases():
     return [
         ("unsupported-os", {"build_deps_os_family": "Suse"}, "supports the OS families Debian and RedHat (apt and dnf); this node's family is Suse"),
@@ -251,9 +304,10 @@ def local_torch_wheel():
 def test_torch_without_matching_cuda_fails_after_install(first_run, workdir, venv):
     assert first_run.rc == 0, first_run
     version = local_torch_wheel().split("-")[1].split("+")[0]
+    nvcc_major = first_run.result["gpufleet_toolchain"]["nvcc"]["cuda_version"].split(".")[0]
     run = run_role(workdir, {"build_deps_venv": venv, "build_deps_torch_version": version, "build_deps_pip_find_links": ["/opt/wheels"]},
                    name="torch")
     assert run.rc != 0, run
     torch = run.result["gpufleet_toolchain"]["torch"] if run.result else None
-    assert "is not build-ready: torch %s+cpu is built without CUDA: install a +cu13x build of torch" % version in run.output, (run, torch)
+    assert "is not build-ready: torch %s+cpu is built without CUDA: install a +cu%sx build of torch" % (version, nvcc_major) in run.output, (run, torch)
     assert "Traceback" not in run.output

@@ -1,0 +1,132 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Role gpufleet.preflight.sgl_kernel (playbooks/build_sgl_kernel.yml) building the sgl-kernel look-alike for real:
+on localhost (strategy each, idempotent), and on a fleet of sshd nodes (strategy once: one build, the wheel
+installed on the matching nodes, a node with another Python ABI refused)."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import PROJECTS, REPO, ansible_env
+from test_mini_kernel_wheel import build_venv  # noqa: F401 pylint: disable=unused-import
+
+sys.path.insert(0, os.path.join(REPO, "tests", "fleet"))
+import fleetlib  # noqa: E402 pylint: disable=wrong-import-position
+
+PLAYBOOK = os.path.join(REPO, "playbooks", "build_sgl_kernel.yml")
+ANSIBLE_PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
+RECAP = re.compile(r"^(\S+)\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
+
+pytestmark = pytest.mark.skipif(not shutil.which("nvcc"), reason="nvcc is needed")
+
+
+def recap(output):
+    return dict((host, {"ok": int(ok), "changed": int(changed), "unreachable": int(unr), "failed": int(failed)})
+                for host, ok, changed, unr, failed in RECAP.findall(output))
+
+
+def role_vars(tmp_path, venv, **more):
+    variables = {
+        "sgl_kernel_gate": False,           # the shared test host has other tests' OOM kills in its kernel log
+        "sgl_kernel_build_deps": False,     # tests/roles covers build_deps; here a prepared venv stands in
+        "sgl_kernel_source_type": "controller",
+        "sgl_kernel_controller_src": os.path.join(PROJECTS, "mini_sgl_kernel"),
+        "sgl_kernel_checkout_dir": str(tmp_path / "src"),
+        "sgl_kernel_subdir": "",
+        "sgl_kernel_venv": venv,
+        "sgl_kernel_import_name": "mini_sgl_kernel",
+        "sgl_kernel_memory_per_thread": "1GiB",
+        "sgl_kernel_poll_interval": 3,
+    }
+    variables.update(more)
+    return variables
+
+
+def run_local(variables):
+    argv = [ANSIBLE_PLAYBOOK, "-i", "localhost,", "-c", "local", "-e", "ansible_python_interpreter=" + sys.executable,
+            "-e", __import__("json").dumps(variables), PLAYBOOK]
+    env = ansible_env()
+    env.pop("ANSIBLE_STDOUT_CALLBACK")
+    proc = subprocess.run(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+                          timeout=900, check=False)
+    return proc.returncode, proc.stdout
+
+
+def test_each_builds_installs_imports_and_is_idempotent(tmp_path, build_venv):  # noqa: F811 pylint: disable=redefined-outer-name
+    venv = os.path.dirname(os.path.dirname(build_venv))
+    variables = role_vars(tmp_path, venv, sgl_kernel_nvcc_threads=2)
+    rc, out = run_local(variables)
+    assert rc == 0, out[-5000:]
+    assert re.search(r"jobs=\d+: \S+ available - \S+ reserve over 2 threads x 1Gi", out), "the plan is shown"
+    assert "running: attempt 1/4" in out, "progress is printed while the build runs"
+    assert re.search(r"built: mini_sgl_kernel-0\.1\.0-cp\d+-\S+\.whl, imports from %s/lib/python" % re.escape(venv), out)
+    assert os.listdir(str(tmp_path / "src" / "dist"))
+
+    rc, out = run_local(variables)
+    assert rc == 0, out[-5000:]
+    assert recap(out)["localhost"]["changed"] == 0, out[-5000:]
+
+
+def test_bad_input_fails_before_anything_runs(tmp_path, build_venv):  # noqa: F811 pylint: disable=redefined-outer-name
+    venv = os.path.dirname(os.path.dirname(build_venv))
+    rc, out = run_local(role_vars(tmp_path, venv, sgl_kernel_controller_src=""))
+    assert rc != 0 and "sgl_kernel_controller_src is required" in out
+    rc, out = run_local(role_vars(tmp_path, venv, sgl_kernel_build_strategy="sometimes"))
+    assert rc != 0 and "sgl_kernel_build_strategy" in out and "sometimes" in out
+    assert not (tmp_path / "src").exists()
+
+
+@pytest.fixture
+def fleet3():
+    problems = fleetlib.missing_prerequisites()
+    if problems:
+        pytest.skip("fleet needs: " + "; ".join(problems))
+    fleet = fleetlib.Fleet().start(3)
+    yield fleet
+    fleet.stop()
+
+
+def test_once_builds_on_one_node_and_installs_its_wheel_on_the_matching_ones(tmp_path, build_venv, fleet3):  # noqa: F811 pylint: disable=redefined-outer-name
+    builder_venv = os.path.dirname(os.path.dirname(build_venv))
+    # a real interpreter of another minor version (not a pyenv shim, which may refuse to run)
+    others = sorted(glob.glob("/root/.pyenv/versions/3.12*/bin/python3.12")) + ["/usr/bin/python3.12"]
+    other = others[0]
+    venvs = {"node1": builder_venv, "node2": str(tmp_path / "venv-node2"), "node3": str(tmp_path / "venv-node3")}
+    subprocess.check_call([sys.executable, "-m", "venv", venvs["node2"]])     # same Python ABI as the builder
+    has_other = os.path.exists(other)
+    if has_other:
+        subprocess.check_call([other, "-m", "venv", venvs["node3"]])          # another ABI: must be refused
+    else:
+        subprocess.check_call([sys.executable, "-m", "venv", venvs["node3"]])
+    variables = role_vars(tmp_path, "{{ _test_venvs[inventory_hostname] }}", _test_venvs=venvs,
+                          sgl_kernel_build_strategy="once",
+                          sgl_kernel_checkout_dir=str(tmp_path) + "/src-{{ inventory_hostname }}",
+                          sgl_kernel_wheel_dest=str(tmp_path) + "/wheels-{{ inventory_hostname }}",
+                          sgl_kernel_wheel_cache=str(tmp_path / "controller-wheels"))
+    result = fleetlib.run_playbook(PLAYBOOK, fleet3.inventory_path, extra_vars=variables, timeout=900)
+    out = result.stdout + result.stderr
+    hosts = recap(out)
+    assert hosts["node1"]["failed"] == 0 and hosts["node2"]["failed"] == 0, out[-6000:]
+    assert os.path.isdir(str(tmp_path / "src-node1" / "dist"))
+    assert not os.path.exists(str(tmp_path / "src-node2")), "node2 did not build"
+    (wheel,) = os.listdir(str(tmp_path / "controller-wheels"))
+    assert os.listdir(str(tmp_path / "wheels-node2")) == [wheel]
+    assert "took the wheel of node1: %s" % wheel in out
+    imported = subprocess.check_output([os.path.join(venvs["node2"], "bin", "python"), "-c",
+                                        "import mini_sgl_kernel; print(mini_sgl_kernel.gencodes())"],
+                                       cwd="/", universal_newlines=True)
+    assert "sm_120a" in imported
+    if has_other:
+        assert hosts["node3"]["failed"] == 1
+        assert "this node cannot take node1's wheel - python: cp312 here, cp311 on node1" in out
+        assert not os.path.exists(str(tmp_path / "wheels-node3" / wheel))
