@@ -27,9 +27,17 @@ RESERVE_FRACTION = 0.10
 
 
 def _short(num_bytes):
-    """``human()`` without a trailing ``.0`` (``5Gi``, not ``5.0Gi``) for the one-line reason."""
-    text = human(num_bytes)
-    return text.replace(".0", "") if ".0" in text else text
+    """Rounded to the nearest unit (``45Gi`` for 44.9 GiB, ``5Gi``, ``1.5Gi``) for the one-line reason;
+    ``human()`` truncates as ``free -h`` does, which would under-state a reserve."""
+    value = float(num_bytes)
+    units = ("B", "Ki", "Mi", "Gi", "Ti", "Pi")
+    for unit in units:
+        if abs(value) < 1024 or unit == units[-1]:
+            break
+        value /= 1024.0
+    if unit == "B" or abs(value) >= 10 or round(value, 1) == round(value):
+        return "%d%s" % (int(round(value)), unit)
+    return "%.1f%s" % (value, unit)
 
 
 def default_reserve(total_bytes):

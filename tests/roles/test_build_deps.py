@@ -74,7 +74,7 @@ def run_role(tmp_path, extra_vars, check=False, wrapper=None, name="run"):
     if wrapper:
         argv = list(wrapper) + argv
     started = time.monotonic()
-    proc = subprocess.run(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    proc = subprocess.run(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False,
                           universal_newlines=True, timeout=900)
     return Run(proc, result_file, time.monotonic() - started)
 
