@@ -96,6 +96,19 @@ def validate_policy(args):
             re.compile(pattern)
         except re.error as exc:
             raise ValueError("build_process_patterns: %r is not a valid regular expression (%s)" % (pattern, exc))
+    if args.get("gpu_timeout") is not None and args["gpu_timeout"] <= 0:
+        raise ValueError("gpu_timeout: must be greater than 0 seconds (a hung driver needs a deadline), got %s" % args["gpu_timeout"])
+    if args.get("compute_capability") and not re.match(r"^\d+\.\d+$", str(args["compute_capability"])):
+        raise ValueError("compute_capability: %r is not a compute capability like 12.0 (Blackwell SM120) or 10.0 (B200)"
+                         % (args["compute_capability"],))
+    for name in ("expected_gpus", "min_free_inodes", "oom_window_minutes", "kernel_events_window"):
+        if args.get(name) is not None and args[name] < 0:
+            raise ValueError("%s: must be 0 or more, got %s" % (name, args[name]))
+    if args.get("min_free_disk") is not None:
+        try:
+            parse_size(args["min_free_disk"])
+        except ValueError as exc:
+            raise ValueError("min_free_disk: %s" % exc)
     for name in ("wait", "interval"):
         if args.get(name) is not None and args[name] < 0:
             raise ValueError("%s: must be 0 or more seconds, got %s" % (name, args[name]))

@@ -187,3 +187,23 @@ def test_planned_when_jobs_and_limit_are_omitted(hungry):
     assert result["plan"]["jobs"] == 2 and result["plan"]["bound_by"] in ("max_jobs", "cpus")
     assert result["memory_limit_bytes"] == result["plan"]["budget_bytes"]
     assert result["final_jobs"] == 2
+
+
+def test_sigterm_stops_the_build_and_removes_its_cgroup(hungry):
+    args = {"cmd": HUNGRY_CMD.format(mib=10, seconds=2), "chdir": hungry, "name": "sigterm", "jobs": 1,
+            "memory_limit": "256MiB", "memory_per_thread": "16MiB", "status_interval": 0.3}
+    status_path = os.path.join(hungry, "build", "gpufleet-build.status.json")
+    proc = start_module(args)
+    status = wait_for_status(status_path, lambda s: (s.get("progress") or {}).get("done", 0) >= 3)
+    (cgroup,) = build_cgroups("sigterm")
+    with open(os.path.join(cgroup, "cgroup.procs")) as handle:
+        build_pids = [int(pid) for pid in handle.read().split()]
+    assert build_pids
+    os.kill(status["module_pid"], signal.SIGTERM)
+    result = finish_module(proc)
+    assert result["failed"] and "the build was interrupted (signal 15)" in result["msg"]
+    assert build_cgroups("sigterm") == [], "the cgroup is gone"
+    for pid in build_pids:
+        assert not os.path.exists("/proc/%d" % pid) or open("/proc/%d/stat" % pid).read().split()[2] == "Z"
+    with open(status_path) as handle:
+        assert '"state": "failed"' in handle.read()

@@ -60,6 +60,12 @@ def test_memory_requirement_forms(value, expected):
     (dict(custom_checks=[{"name": "x", "query": "gpus.count", "max": "ten"}]), "custom_checks[0]"),
     (dict(custom_checks=[{"name": "x", "query": "gpus.count", "equals": 1, "typo": 1}]), "custom_checks[0]"),
     (dict(custom_checks=["gpus.count == 8"]), "custom_checks[0]"),
+    (dict(gpu_timeout=0), "gpu_timeout"),
+    (dict(gpu_timeout=-2.5), "gpu_timeout"),
+    (dict(compute_capability="sm_120"), "compute_capability"),
+    (dict(compute_capability="twelve"), "compute_capability"),
+    (dict(expected_gpus=-1), "expected_gpus"),
+    (dict(min_free_disk="plenty"), "min_free_disk"),
 ])
 def test_bad_policy_names_the_option(overrides, option):
     with pytest.raises(ValueError) as err:
