@@ -16,7 +16,7 @@ author: gpufleet.preflight contributors (@gpufleet)
 description:
   - Runs M(gpufleet.preflight.node_facts) B(once) on the node with only the subsets the policy needs, then evaluates
     the policy on the controller.
-  - Returns O(ready), one entry per check in RV(checks), sets the fact C(gpufleet_readiness) (and the gathered
+  - Returns RV(ready), one entry per check in RV(checks), sets the fact C(gpufleet_readiness) (and the gathered
     C(gpufleet_*) facts), and fails the host when it is not ready unless O(fail_when_not_ready=false).
   - 'The failure message names every failed check in words a person can act on, for example
     C(3 build processes still running: ninja (pid 115, orphaned, 2h 03m\), cc1plus x2).'
@@ -156,7 +156,8 @@ attributes:
     support: N/A
 seealso:
   - module: gpufleet.preflight.node_facts
-  - role: gpufleet.preflight.preflight
+  - plugin: gpufleet.preflight.preflight
+    plugin_type: role
 """
 
 EXAMPLES = r"""

@@ -51,7 +51,7 @@ def with_ecc_errors(row, errors):
 
 def test_gpu_and_build_profiles_flag_exactly_the_broken_nodes(fresh_fleet, tmp_path):
     fleet = fresh_fleet(8)
-    _, healthy = blackwell_rows()
+    healthy = blackwell_rows()[1]
     build_path = os.path.join(fleet.dir, "build")
     os.makedirs(build_path)
     for node in fleet.nodes:
@@ -86,8 +86,8 @@ def test_gpu_and_build_profiles_flag_exactly_the_broken_nodes(fresh_fleet, tmp_p
     # The hung driver: every GPU check that needs nvidia-smi is unknown, with why; nothing passes silently.
     node4 = dict((c["name"], c) for c in hosts["node4"]["checks"])
     assert "gpu_count" in hosts["node4"]["failed_checks"]
-    assert set(hosts["node4"]["failed_checks"]) <= {"gpu_count", "compute_capability", "ecc_errors", "row_remaps",
-                                                     "gpu_compute_apps", "driver_version"}, hosts["node4"]["failed_checks"]
+    gpu_checks = {"gpu_count", "compute_capability", "ecc_errors", "row_remaps", "gpu_compute_apps", "driver_version"}
+    assert set(hosts["node4"]["failed_checks"]) <= gpu_checks, hosts["node4"]["failed_checks"]
     for name in ("gpu_count", "compute_capability", "ecc_errors", "row_remaps"):
         assert node4[name]["status"] == "unknown", (name, node4[name])
     assert "did not answer within %.1fs and was killed" % GPU_TIMEOUT in node4["gpu_count"]["message"]
