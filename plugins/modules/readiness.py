@@ -22,7 +22,7 @@ description:
     C(3 build processes still running: ninja (pid 115, orphaned, 2h 03m\), cc1plus x2).'
   - Checks of a profile that is not selected are reported with status C(skipped) and why; a check whose facts
     could not be gathered fails with status C(unknown) and why; it never passes silently.
-  - This is an action plugin; the module file holds its documentation.
+  - This is an action plugin; the module file holds its documentation. The C(gpufleet.preflight.preflight) role wraps it.
 options:
   min_available_memory:
     description:
@@ -156,8 +156,7 @@ attributes:
     support: N/A
 seealso:
   - module: gpufleet.preflight.node_facts
-  - plugin: gpufleet.preflight.preflight
-    plugin_type: role
+  - module: gpufleet.preflight.build_processes
 """
 
 EXAMPLES = r"""
