@@ -12,36 +12,9 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
-import re
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._human import human
-
-_OCTAL_ESCAPE = re.compile(r"\\([0-7]{3})")
-
-
-def unescape_mount_field(text):
-    r"""mountinfo escapes space, tab, newline and backslash as octal: ``/mnt/my\040disk`` -> ``/mnt/my disk``."""
-    return _OCTAL_ESCAPE.sub(lambda match: chr(int(match.group(1), 8)), text)
-
-
-def parse_mountinfo(text):
-    """``/proc/self/mountinfo`` -> ``[{mount_point, fstype, source, options}]`` in file order."""
-    mounts = []
-    for line in (text or "").splitlines():
-        if " - " not in line:
-            continue
-        before, after = line.split(" - ", 1)
-        left = before.split()
-        right = after.split()
-        if len(left) < 5 or not right:
-            continue
-        mounts.append({
-            "mount_point": unescape_mount_field(left[4]),
-            "options": left[5] if len(left) > 5 else "",
-            "fstype": right[0],
-            "source": unescape_mount_field(right[1]) if len(right) > 1 else None,
-        })
-    return mounts
+from ansible_collections.gpufleet.preflight.plugins.module_utils._mountinfo import is_under, parse_mountinfo
 
 
 def mount_for(path, mounts):
@@ -50,7 +23,7 @@ def mount_for(path, mounts):
     best = None
     for mount in mounts:
         point = mount["mount_point"]
-        if path == point or point == "/" or path.startswith(point.rstrip("/") + "/"):
+        if is_under(path, point):
             if best is None or len(point) >= len(best["mount_point"]):
                 best = mount
     return best

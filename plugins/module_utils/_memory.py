@@ -17,8 +17,17 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
-import re
 
+from ansible_collections.gpufleet.preflight.plugins.module_utils._cgroupfs import (
+    ancestors,
+    cgroup_dir_in_mount,
+    find_cgroup2_mount,
+    find_v1_mount,
+    has_controller,
+    parse_cgroup_mountinfo,
+    parse_proc_cgroup_by_version,
+    read_text as read_file_text,
+)
 from ansible_collections.gpufleet.preflight.plugins.module_utils._human import with_human
 
 # cgroup v1 writes "no limit" as PAGE_COUNTER_MAX * PAGE_SIZE (9223372036854771712 on 4 KiB
@@ -90,125 +99,6 @@ def free_view(meminfo):
         host.update(with_human(name, values[name]))
     host["available_estimated"] = estimated
     return host
-
-
-# --------------------------------------------------------------------------------------------
-# where the process's memory cgroup lives
-# --------------------------------------------------------------------------------------------
-
-def parse_proc_cgroup(text):
-    """``/proc/<pid>/cgroup`` -> ``{"v1": {controller: path}, "v2": path or None}``.
-
-    v1 lines are ``4:memory:/docker/abc`` (controllers comma separated, named hierarchies as
-    ``name=systemd``); the single v2 line is ``0::/path``.
-    """
-    v1 = {}
-    v2 = None
-    for line in text.splitlines():
-        parts = line.strip().split(":", 2)
-        if len(parts) != 3:
-            continue
-        hierarchy_id, controllers, path = parts
-        if hierarchy_id == "0" and controllers == "":
-            v2 = path
-            continue
-        for controller in controllers.split(","):
-            if controller:
-                v1[controller] = path
-    return {"v1": v1, "v2": v2}
-
-
-def _unescape_mount_field(text):
-    """mountinfo writes space, tab, newline and backslash as octal escapes (``\\040``)."""
-    return re.sub(r"\\([0-7]{3})", lambda match: chr(int(match.group(1), 8)), text)
-
-
-def parse_mountinfo(text):
-    """``/proc/<pid>/mountinfo`` -> list of ``{root, mount_point, fstype, super_options}``.
-
-    Only cgroup and cgroup2 mounts matter here, but every mount is returned; the optional
-    fields before `` - `` are skipped.
-    """
-    mounts = []
-    for line in text.splitlines():
-        left, sep, right = line.partition(" - ")
-        if not sep:
-            continue
-        before = left.split()
-        after = right.split()
-        if len(before) < 5 or not after:
-            continue
-        mounts.append({
-            "root": _unescape_mount_field(before[3]),
-            "mount_point": _unescape_mount_field(before[4]),
-            "fstype": after[0],
-            "super_options": after[2].split(",") if len(after) > 2 else [],
-        })
-    return mounts
-
-
-def _under(path, prefix):
-    return prefix == "/" or path == prefix or path.startswith(prefix.rstrip("/") + "/")
-
-
-def _pick_mount(candidates, cgroup_path):
-    """Prefer the mount whose root contains the process's cgroup (bind mounts of sub-trees)."""
-    if not candidates:
-        return None
-    if cgroup_path is not None:
-        inside = [mount for mount in candidates if _under(cgroup_path, mount["root"])]
-        if inside:
-            return max(inside, key=lambda mount: len(mount["root"]))
-    return candidates[0]
-
-
-def find_v1_memory_mount(mounts, cgroup_path=None):
-    """The v1 hierarchy carrying the ``memory`` controller, or None."""
-    return _pick_mount(
-        [m for m in mounts if m["fstype"] == "cgroup" and "memory" in m["super_options"]], cgroup_path
-    )
-
-
-def find_cgroup2_mount(mounts, cgroup_path=None):
-    """The cgroup2 (unified) mount, or None. Whether it has the memory controller is a separate question."""
-    return _pick_mount([m for m in mounts if m["fstype"] == "cgroup2"], cgroup_path)
-
-
-def controllers_include_memory(text):
-    """``cgroup.controllers`` text (``cpu io memory pids``) -> whether ``memory`` is bound to v2."""
-    return "memory" in text.split()
-
-
-def cgroup_dir(mount, cgroup_path):
-    """Directory (node path) of ``cgroup_path`` under ``mount``, allowing a mount root other than ``/``.
-
-    A container that mounts only its own sub-tree shows mount root ``/docker/abc`` and cgroup
-    path ``/docker/abc/build``: the files are at ``<mount point>/build``. Returns
-    ``(dir, note)``; ``note`` is set when the path is outside the mount root and the mount
-    point itself is used.
-    """
-    root = mount["root"].rstrip("/") or "/"
-    mount_point = mount["mount_point"].rstrip("/") or "/"
-    path = cgroup_path or "/"
-    if root == "/":
-        relative = path
-    elif _under(path, root):
-        relative = path[len(root):]
-    else:
-        return mount_point, "cgroup path %s is outside the mount root %s; using the mount point" % (path, root)
-    relative = relative.strip("/")
-    return (mount_point + "/" + relative if relative else mount_point), None
-
-
-def ancestors(directory, mount_point):
-    """``directory`` and its parents up to and including ``mount_point`` (the hierarchy root we can see)."""
-    mount_point = mount_point.rstrip("/") or "/"
-    chain = [directory]
-    current = directory
-    while current != mount_point and _under(current, mount_point):
-        current = os.path.dirname(current)
-        chain.append(current)
-    return chain
 
 
 # --------------------------------------------------------------------------------------------
@@ -314,11 +204,7 @@ def _host_path(root, node_path):
 
 def read_text(root, node_path):
     """``(text, None)`` or ``(None, "<node path>: <why>")`` - a missing file is a fact, not a crash."""
-    try:
-        with open(_host_path(root, node_path), "r") as handle:
-            return handle.read(), None
-    except (IOError, OSError) as exc:
-        return None, "%s: %s" % (node_path, exc.strerror or exc)
+    return read_file_text(_host_path(root, node_path), node_path)
 
 
 def _read_parsed(root, node_path, parser, errors, fallback):
@@ -354,15 +240,15 @@ def locate_memory_cgroup(root="/", proc_self="self"):
     errors = []
     proc_cgroup = "/proc/%s/cgroup" % proc_self
     proc_mountinfo = "/proc/%s/mountinfo" % proc_self
-    paths = _read_parsed(root, proc_cgroup, parse_proc_cgroup, errors, "cgroup view skipped")
-    mounts = _read_parsed(root, proc_mountinfo, parse_mountinfo, errors, "cgroup view skipped")
+    paths = _read_parsed(root, proc_cgroup, parse_proc_cgroup_by_version, errors, "cgroup view skipped")
+    mounts = _read_parsed(root, proc_mountinfo, parse_cgroup_mountinfo, errors, "cgroup view skipped")
     if paths is None or mounts is None:
         return None, None, None, None, errors
 
     v1_path = paths["v1"].get("memory")
-    v1_mount = find_v1_memory_mount(mounts, v1_path)
+    v1_mount = find_v1_mount(mounts, "memory", v1_path)
     if v1_path is not None and v1_mount is not None:
-        directory, note = cgroup_dir(v1_mount, v1_path)
+        directory, note = cgroup_dir_in_mount(v1_mount, v1_path)
         if note:
             errors.append(note)
         return 1, v1_path, directory, v1_mount["mount_point"], errors
@@ -371,9 +257,10 @@ def locate_memory_cgroup(root="/", proc_self="self"):
     v2_mount = find_cgroup2_mount(mounts, v2_path)
     if v2_path is not None and v2_mount is not None:
         controllers_file = v2_mount["mount_point"].rstrip("/") + "/cgroup.controllers"
-        has_memory = _read_parsed(root, controllers_file, controllers_include_memory, errors, "assuming no memory controller")
+        has_memory = _read_parsed(root, controllers_file, lambda text: has_controller(text, "memory"), errors,
+                                  "assuming no memory controller")
         if has_memory:
-            directory, note = cgroup_dir(v2_mount, v2_path)
+            directory, note = cgroup_dir_in_mount(v2_mount, v2_path)
             if note:
                 errors.append(note)
             return 2, v2_path, directory, v2_mount["mount_point"], errors

@@ -16,16 +16,18 @@ import sys
 import pytest
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils import _memory
-from ansible_collections.gpufleet.preflight.plugins.module_utils._memory import (
+from ansible_collections.gpufleet.preflight.plugins.module_utils._cgroupfs import (
     ancestors,
-    cgroup_dir,
+    cgroup_dir_in_mount as cgroup_dir,
+    parse_cgroup_mountinfo as parse_mountinfo,
+    parse_proc_cgroup_by_version as parse_proc_cgroup,
+)
+from ansible_collections.gpufleet.preflight.plugins.module_utils._memory import (
     collect_memory,
     free_view,
     parse_meminfo,
-    parse_mountinfo,
     parse_node_list,
     parse_pressure,
-    parse_proc_cgroup,
     parse_v1_limit,
     parse_v2_limit,
 )
