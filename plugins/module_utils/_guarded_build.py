@@ -33,12 +33,12 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._build_plan imp
     plan_from_facts,
 )
 from ansible_collections.gpufleet.preflight.plugins.module_utils._cgroupfs import (
-    ancestors,
     locate_controller,
     read_text,
 )
 from ansible_collections.gpufleet.preflight.plugins.module_utils._cpus import collect_cpus
 from ansible_collections.gpufleet.preflight.plugins.module_utils._human import human, parse_size
+from ansible_collections.gpufleet.preflight.plugins.module_utils._memory import collect_memory
 
 LOCK_NAME = ".gpufleet-build.lock"
 STAMP_NAME = ".gpufleet-build.stamp"
@@ -47,7 +47,6 @@ STATUS_NAME = "gpufleet-build.status.json"
 CGROUP_PREFIX = "gpufleet-build-"
 # the variables that carry the job count; kept out of the stamp so a backoff never makes a build stale
 JOB_VARIABLES = ("CMAKE_BUILD_PARALLEL_LEVEL", "MAX_JOBS")
-V1_UNLIMITED = 1 << 62
 SHELL_WORDS = frozenset(("if", "for", "while", "until", "case", "export", "set", "cd", "exec", "env", "time",
                          "{", "(", "!", ".", "source", "test", "[", "true", "false", "echo", "eval"))
 _NINJA_PROGRESS = re.compile(r"^\s*\[(\d+)/(\d+)\]", re.MULTILINE)
@@ -241,36 +240,8 @@ def _read_int(path):
 
 
 def read_effective_memory(root="/"):
-    """``gpufleet_memory``-shaped ``{'effective': {available_bytes, total_bytes}}`` when node_facts did not
-    send one: min(MemAvailable, limit - working set) over the memory cgroup and its ancestors."""
-    meminfo, dummy = read_text(os.path.join(root, "proc", "meminfo"))
-    values = {}
-    for line in (meminfo or "").splitlines():
-        fields = line.split()
-        if len(fields) >= 2 and fields[1].isdigit():
-            values[fields[0].rstrip(":")] = int(fields[1]) * 1024
-    total = values.get("MemTotal", 0)
-    available = values.get("MemAvailable", values.get("MemFree", 0))
-    limited_by = "host"
-    where = locate_controller("memory", root=root)
-    if where["dir"]:
-        v1 = where["version"] == 1
-        for directory in ancestors(where["dir"], where["mountpoint"]):
-            limit = _read_int(os.path.join(directory, "memory.limit_in_bytes" if v1 else "memory.max"))
-            if limit is None or limit >= V1_UNLIMITED:
-                continue
-            usage = _read_int(os.path.join(directory, "memory.usage_in_bytes" if v1 else "memory.current")) or 0
-            stat, dummy = read_text(os.path.join(directory, "memory.stat"))
-            inactive = 0
-            for line in (stat or "").splitlines():
-                fields = line.split()
-                if len(fields) == 2 and fields[0] == ("total_inactive_file" if v1 else "inactive_file"):
-                    inactive = int(fields[1])
-            cgroup_available = max(0, limit - max(0, usage - inactive))
-            total = min(total, limit)
-            if cgroup_available < available:
-                available, limited_by = cgroup_available, "cgroup"
-    return {"effective": {"available_bytes": available, "total_bytes": total, "limited_by": limited_by}}
+    """The node's effective memory when node_facts did not send it: the same facts node_facts gathers."""
+    return collect_memory(root=root)
 
 
 def source_revision(source, run, ignore=()):
