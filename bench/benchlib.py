@@ -14,6 +14,7 @@ __metaclass__ = type
 
 import datetime
 import json
+import math
 import os
 import platform
 import shlex
@@ -156,17 +157,17 @@ def tail(text, lines=25):
 
 
 def fmt_seconds(value):
-    if value != value:  # nan
+    if math.isnan(value):
         return "-"
     return "%.3f" % value if value < 10 else "%.2f" % value
 
 
 def fmt_ratio(value):
-    return "-" if value is None or value != value else "%.2fx" % value
+    return "-" if value is None or math.isnan(value) else "%.2fx" % value
 
 
 def markdown_table(header, rows):
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _column in header) + "|"]
     for row in rows:
         lines.append("| " + " | ".join(str(cell) for cell in row) + " |")
     return "\n".join(lines)

@@ -60,6 +60,8 @@ def prototype_playbook(directory):
         handle.write(text[:match.start()] + FAST_REPORT_TASK.format(indent=match.group(1)) + text[match.end():])
     os.symlink(PROTOTYPE_ACTIONS, os.path.join(directory, "action_plugins"))
     return path
+
+
 RECAP_RE = re.compile(r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
 
 
@@ -80,16 +82,16 @@ def check_playbook(label, result, hosts):
     recap = {m.group(1): (int(m.group(4)), int(m.group(5))) for m in RECAP_RE.finditer(result.stdout)}
     broken = [h for h in hosts if recap.get(h, (1, 1)) != (0, 0)]
     if result.rc != 0 or broken:
-        raise BenchFailure("%s: rc %d, hosts not ok %s\n%s\n%s" % (label, result.rc, broken, benchlib.tail(result.stdout),
-                                                                 benchlib.tail(result.stderr)))
+        raise BenchFailure("%s: rc %d, hosts not ok %s\n%s\n%s"
+                           % (label, result.rc, broken, benchlib.tail(result.stdout), benchlib.tail(result.stderr)))
 
 
 def check_adhoc(label, result, hosts):
     statuses = parse_adhoc_status(result.stdout)
     broken = [h for h in hosts if statuses.get(h) != "SUCCESS"]
     if result.rc != 0 or broken:
-        raise BenchFailure("%s: rc %d, hosts not SUCCESS %s\n%s\n%s" % (label, result.rc, broken, benchlib.tail(result.stdout),
-                                                                      benchlib.tail(result.stderr)))
+        raise BenchFailure("%s: rc %d, hosts not SUCCESS %s\n%s\n%s"
+                           % (label, result.rc, broken, benchlib.tail(result.stdout), benchlib.tail(result.stderr)))
 
 
 def ssh_argv(fleet, node, warm):
@@ -222,8 +224,8 @@ def main():
         for round_no in range(1, repeat + 1):
             for key, _label, run in timed:
                 samples[key].append(run())
-            print("round %d/%d: %s (load %s)" % (round_no, repeat, ", ".join("%s %.2fs" % (k, samples[k][-1]) for k, _l, _r in timed),
-                                               benchlib.load_average()[0]), flush=True)
+            spent = ", ".join("%s %.2fs" % (k, samples[k][-1]) for k, _l, _r in timed)
+            print("round %d/%d: %s (load %s)" % (round_no, repeat, spent, benchlib.load_average()[0]), flush=True)
     finally:
         fleet.stop()
         shutil.rmtree(report_dir, ignore_errors=True)

@@ -17,7 +17,7 @@ an OOM kill is real and counted by the node's cgroup.  Rows:
 
 Targets: auto (memory plan) within 1.2 x of the fastest -j that did not OOM, and no OOM kill.
 Knobs: GPUFLEET_BENCH_CAP_MIB (800), GPUFLEET_BENCH_HOG_MIB (100), GPUFLEET_BENCH_HOG_SECONDS (1),
-GPUFLEET_BENCH_STEPS (24), GPUFLEET_BENCH_JOBS (1,2,3,4,6,8,12), GPUFLEET_BENCH_REPEAT (3).
+GPUFLEET_BENCH_STEPS (24), GPUFLEET_BENCH_JOBS (1,2,3,4,6,7,8,12), GPUFLEET_BENCH_REPEAT (3).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -121,7 +121,7 @@ def main():
     hog_mib = benchlib.env_int("GPUFLEET_BENCH_HOG_MIB", 100, 100)
     hog_seconds = os.environ.get("GPUFLEET_BENCH_HOG_SECONDS", "0.3" if benchlib.QUICK else "1")
     steps = benchlib.env_int("GPUFLEET_BENCH_STEPS", 24, 4)
-    sweep = benchlib.env_list("GPUFLEET_BENCH_JOBS", (1, 2, 3, 4, 6, 8, 12), (2, 8))
+    sweep = benchlib.env_list("GPUFLEET_BENCH_JOBS", (1, 2, 3, 4, 6, 7, 8, 12), (2, 8))
     repeat = benchlib.env_int("GPUFLEET_BENCH_REPEAT", 3, 1)
     for tool in ("cmake", "ninja", "cc"):
         if shutil.which(tool) is None:

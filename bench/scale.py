@@ -25,7 +25,7 @@ import time
 
 import benchlib
 from benchlib import BenchFailure
-from fleetlib import Fleet, parse_adhoc_status, run_adhoc, run_playbook
+from fleetlib import Fleet, cgroup_pids, parse_adhoc_status, run_adhoc, run_playbook
 
 PLAYBOOK = os.path.join(benchlib.REPO_ROOT, "playbooks", "preflight.yml")
 
@@ -35,11 +35,28 @@ def children_cpu_seconds():
     return usage.ru_utime + usage.ru_stime
 
 
-def measure(run):
-    """Run once: (result, controller CPU seconds, machine busy CPU seconds, load average 1 min after)."""
-    cpu, busy = children_cpu_seconds(), benchlib.cpu_busy_seconds()
+def node_cpu_seconds(fleet):
+    """CPU seconds of everything in the nodes' cgroups: own time plus that of reaped children (sshd sessions,
+    the modules they ran), from /proc/<pid>/stat fields utime, stime, cutime, cstime."""
+    ticks = float(os.sysconf("SC_CLK_TCK"))
+    total = 0.0
+    for node in fleet.nodes:
+        for pid in cgroup_pids(node.cgroup_dir):
+            try:
+                with open("/proc/%d/stat" % pid) as handle:
+                    fields = handle.read().rsplit(")", 1)[1].split()
+            except (IOError, OSError, IndexError):
+                continue  # gone meanwhile
+            total += sum(int(x) for x in fields[11:15]) / ticks
+    return total
+
+
+def measure(fleet, run):
+    """Run once: (result, controller CPU s, node-side CPU s, machine busy CPU s, load average 1 min after)."""
+    cpu, nodes, busy = children_cpu_seconds(), node_cpu_seconds(fleet), benchlib.cpu_busy_seconds()
     result = run()
-    return result, children_cpu_seconds() - cpu, benchlib.cpu_busy_seconds() - busy, os.getloadavg()[0]
+    return (result, children_cpu_seconds() - cpu, node_cpu_seconds(fleet) - nodes, benchlib.cpu_busy_seconds() - busy,
+            os.getloadavg()[0])
 
 
 def one_size(nodes, repeat, report_dir):
@@ -69,8 +86,9 @@ def one_size(nodes, repeat, report_dir):
         ping()  # warm-up: ssh masters open, caches warm
         for _round in range(repeat):
             for key, run in (("preflight", preflight), ("ping", ping)):
-                result, cpu, busy, load = measure(run)
-                rows[key].append({"wall": result.duration, "controller_cpu": cpu, "busy_cpu": busy, "load1": load})
+                result, cpu, node_cpu, busy, load = measure(fleet, run)
+                rows[key].append({"wall": result.duration, "controller_cpu": cpu, "node_cpu": node_cpu, "busy_cpu": busy,
+                                  "load1": load})
         started = fleet.timings.get("start_seconds")
     finally:
         fleet.stop()
@@ -106,25 +124,37 @@ def main():
         wall = med(pre, "wall")
         per_host[nodes] = wall / nodes
         busy = med(pre, "busy_cpu") / (wall * cores)
+        own = (med(pre, "controller_cpu") + med(pre, "node_cpu")) / wall
         rows.append([nodes, benchlib.fmt_seconds(wall), benchlib.fmt_seconds(per_host[nodes]), benchlib.fmt_seconds(med(ping, "wall")),
                      benchlib.fmt_ratio(wall / med(ping, "wall")), benchlib.fmt_seconds(med(pre, "controller_cpu")),
-                     "%.0f%%" % (100 * busy), "%.2f" % med(pre, "load1")])
+                     benchlib.fmt_seconds(med(pre, "node_cpu")), "%.2f" % own, "%.0f%%" % (100 * busy), "%.2f" % med(pre, "load1")])
     table = benchlib.markdown_table(["nodes (forks = nodes)", "preflight median s", "per host s", "ping median s", "preflight vs ping",
-                                     "controller CPU s", "machine busy", "load (1 min)"], rows)
+                                     "controller CPU s", "node-side CPU s", "cores kept busy", "machine busy", "load (1 min)"], rows)
     notes = ["medians over %d runs per size after one warm-up run; profiles `[]` (memory + build processes), reports written" % repeat,
-             "controller CPU = user + system time of ansible-playbook, its forks and its ssh clients; machine busy = non-idle "
-             "CPU time of all %d cores over wall x cores (node-side sshd and modules, and anyone else's work, included)" % cores]
+             "controller CPU = user + system time of ansible-playbook, its forks and its ssh clients; node-side CPU = sshd "
+             "sessions and the modules they ran, in the nodes' cgroups; cores kept busy = (controller + node-side CPU) / wall, "
+             "out of %d; machine busy = non-idle CPU time of all cores over wall x cores, anyone else's work included" % cores]
     slopes = []
     for small, big in zip(sizes, sizes[1:]):
         slope = (med(results[big]["preflight"], "wall") - med(results[small]["preflight"], "wall")) / (big - small)
         slopes.append("%d->%d: %.3fs" % (small, big, slope))
     if slopes:
         notes.append("marginal cost per added host (difference of medians / added hosts): " + ", ".join(slopes))
-    busiest = max(sizes, key=lambda n: med(results[n]["preflight"], "busy_cpu") / (med(results[n]["preflight"], "wall") * cores))
-    notes.append("the machine is the limit where 'machine busy' nears 100%%: from %d nodes on here (most busy: %d nodes); past that, "
-                 "wall time grows with the CPU work per host, not with Ansible's forks" % (
-                     min([n for n in sizes if med(results[n]["preflight"], "busy_cpu") / (med(results[n]["preflight"], "wall") * cores) >= 0.9]
-                         or [busiest]), busiest))
+
+    def own_cores(n):
+        pre = results[n]["preflight"]
+        return (med(pre, "controller_cpu") + med(pre, "node_cpu")) / med(pre, "wall")
+    saturated = [n for n in sizes if own_cores(n) >= 0.8 * cores]
+    per_host_cpu = ["%d: %.2fs" % (n, (med(results[n]["preflight"], "controller_cpu") + med(results[n]["preflight"], "node_cpu")) / n)
+                    for n in sizes]
+    notes.append("CPU (controller + node side) per host: %s" % ", ".join(per_host_cpu))
+    if saturated:
+        notes.append("from %d nodes on the run alone keeps >= 80%% of the %d cores busy: there the machine, not Ansible's forks, "
+                     "sets the wall time (it grows with CPU work per host)" % (saturated[0], cores))
+    else:
+        busiest = max(sizes, key=own_cores)
+        notes.append("the run alone never kept 80%% of the %d cores busy (most: %.2f cores at %d nodes); where 'machine busy' is "
+                     "near 100%% anyway, other work on the machine took the rest" % (cores, own_cores(busiest), busiest))
     targets = []
     if 8 in per_host and 32 in per_host:
         ratio = per_host[32] / per_host[8]

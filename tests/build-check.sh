@@ -20,8 +20,9 @@ all:
       ansible_connection: local
       ansible_python_interpreter: "{{ ansible_playbook_python }}"
 INV
+printf '[defaults]\n' > ansible.cfg
 # From the installed tarball only: no ansible.cfg of the checkout, no link to it.
-ANSIBLE_CONFIG=/dev/null ANSIBLE_COLLECTIONS_PATH="$work/collections" \
+ANSIBLE_CONFIG="$work/ansible.cfg" ANSIBLE_COLLECTIONS_PATH="$work/collections" \
   ansible-playbook -i inventory.yml gpufleet.preflight.preflight \
   -e preflight_fail_when_not_ready=false -e preflight_report_dir="$work/reports" | tee "$work/out.txt"
 grep -q "of 1)" "$work/out.txt"
