@@ -154,11 +154,12 @@ def commands(fleet, report_dir, breakdown):
         check_adhoc("setup", result, hosts)
         return result.duration
 
-    def preflight(profiles, key, write_reports=True, playbook=PLAYBOOK):
+    def preflight(profiles, key, write_reports=True, playbook=PLAYBOOK, extra_env=None):
         def _run():
             stamp_file = os.path.join(report_dir, "stamps.jsonl")
             env = {"ANSIBLE_CALLBACK_PLUGINS": STAMP_PLUGINS, "ANSIBLE_CALLBACKS_ENABLED": "gpufleet_bench_stamp",
                    "GPUFLEET_BENCH_STAMP_FILE": stamp_file}
+            env.update(extra_env or {})
             report = os.path.join(report_dir, "preflight.json")
             if os.path.exists(report):
                 os.unlink(report)
@@ -186,6 +187,8 @@ def commands(fleet, report_dir, breakdown):
         ("preflight_build", "`ansible-playbook playbooks/preflight.yml` (profiles `[build]`)", preflight(["build"], "preflight_build")),
         ("preflight_no_reports", "the same, profiles `[]`, `preflight_write_reports=false`",
          preflight([], "preflight_no_reports", write_reports=False)),
+        ("preflight_no_pipelining", "the same, profiles `[]`, `ANSIBLE_PIPELINING=False` (the shipped ansible.cfg turns it on)",
+         preflight([], "preflight_no_pipelining", extra_env={"ANSIBLE_PIPELINING": "False"})),
     ] + extra + [
         ("seed_ssh_cold", "seed one-liner, parallel `ssh` per node, no connection reuse", lambda: run_one_liner(fleet, False)),
         ("seed_ssh_warm", "seed one-liner, parallel `ssh` over an open ControlMaster", lambda: run_one_liner(fleet, True)),

@@ -98,6 +98,8 @@ class ActionModule(ActionBase):
             subsets=node_args["gather_subset"],
             waited_seconds=waited,
             attempts=attempts,
+            checked_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            policy=args,
         )
         ansible_facts = dict(gathered["ansible_facts"])
         ansible_facts["gpufleet_readiness"] = readiness

@@ -10,22 +10,26 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
 from xml.etree import ElementTree
 
 STATUSES = ("ready", "not_ready", "unreachable")
 
 
+def _entry_without_facts(status, reason, failed_checks=()):
+    return dict(status=status, reason=reason, checks=[], failed_checks=list(failed_checks), memory={},
+                build_processes=None, waited_seconds=None, checked_at=None, policy={})
+
+
 def host_entry(result):
     """One host's registered ``readiness`` result (or ``None`` when nothing came back) -> its report entry."""
     if not result:
-        return dict(status="unreachable", reason="no result from this host: it was unreachable or skipped", checks=[],
-                    failed_checks=[], memory={}, build_processes=None, waited_seconds=None)
+        return _entry_without_facts("unreachable", "no result from this host: it was unreachable or skipped")
     if result.get("unreachable"):
-        return dict(status="unreachable", reason="unreachable: %s" % (result.get("msg") or "no answer").strip(), checks=[],
-                    failed_checks=[], memory={}, build_processes=None, waited_seconds=None)
+        return _entry_without_facts("unreachable", "unreachable: %s" % (result.get("msg") or "no answer").strip())
     if "ready" not in result:
-        return dict(status="not_ready", reason="the check itself failed: %s" % (result.get("msg") or "no message"), checks=[],
-                    failed_checks=["readiness"], memory={}, build_processes=None, waited_seconds=None)
+        return _entry_without_facts("not_ready", "the check itself failed: %s" % (result.get("msg") or "no message"),
+                                    ["readiness"])
     facts = result.get("ansible_facts") or {}
     memory = facts.get("gpufleet_memory") or {}
     effective = memory.get("effective") or {}
@@ -48,12 +52,21 @@ def host_entry(result):
         ),
         build_processes=procs.get("count"),
         waited_seconds=result.get("waited_seconds"),
+        checked_at=result.get("checked_at"),
+        policy=result.get("policy") or {},
     )
 
 
 def build_report(results, policy=None, started=None, finished=None):
-    """``{hostname: registered result or None}`` -> the fleet report (what JSON, JUnit and Markdown render)."""
+    """``{hostname: registered result or None}`` -> the fleet report (what JSON, JUnit and Markdown render).
+
+    Without an explicit ``policy`` the report keeps the one every checked host used, or ``per_host``
+    when group variables gave hosts different ones (each host entry keeps its own).
+    """
     hosts = dict((name, host_entry(results[name])) for name in sorted(results))
+    if not policy:
+        used = [entry["policy"] for entry in hosts.values() if entry.get("policy")]
+        policy = used[0] if used and all(p == used[0] for p in used) else ({"per_host": True} if used else {})
     counts = dict((status, sum(1 for h in hosts.values() if h["status"] == status)) for status in STATUSES)
     counts["total"] = len(hosts)
     return dict(summary=counts, hosts=hosts, policy=policy or {}, started=started, finished=finished)
@@ -119,6 +132,10 @@ def render_table(report):
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     lines = ["  ".join(cell.ljust(widths[i]) if i < 4 else cell for i, cell in enumerate(row)).rstrip() for row in rows]
     return lines + [summary_line(report)]
+
+
+def render_json(report):
+    return json.dumps(report, indent=2, sort_keys=True, default=str) + "\n"
 
 
 def render_markdown(report):

@@ -109,3 +109,23 @@ def test_filters_are_registered():
     filters = FilterModule().filters()
     assert sorted(filters) == ["fleet_gate", "fleet_junit", "fleet_markdown", "fleet_report", "fleet_table"]
     assert filters["fleet_gate"](filters["fleet_report"](RESULTS), "1")["abort"] is True
+
+
+def test_json_render_round_trips(report):
+    import json
+    assert json.loads(_report.render_json(report))["summary"] == report["summary"]
+
+
+@pytest.mark.parametrize("policies, expected", [
+    ([{"min_available_memory": "4GiB"}, {"min_available_memory": "4GiB"}], {"min_available_memory": "4GiB"}),
+    ([{"min_available_memory": "4GiB"}, {"min_available_memory": "8GiB"}], {"per_host": True}),
+    ([None, None], {}),
+])
+def test_report_keeps_the_policy_used(policies, expected):
+    results = {}
+    for index, policy in enumerate(policies):
+        result = readiness(True, [check("available_memory", "ok")])
+        if policy:
+            result["policy"] = policy
+        results["n%d" % index] = result
+    assert _report.build_report(results)["policy"] == expected

@@ -1,0 +1,105 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: fleet_reports
+short_description: Write the fleet's readiness reports (JSON, JUnit XML, Markdown) on the controller
+version_added: 0.1.0
+author: gpufleet.preflight contributors (@gpufleet)
+description:
+  - Builds the fleet report from every host's registered M(gpufleet.preflight.readiness) result, writes
+    C(preflight.json), C(preflight.xml) (JUnit, one test case per host and check, unreachable hosts as errors) and
+    C(preflight.md) into O(report_dir) on the controller, and returns the console table and the
+    O(max_not_ready) verdict.
+  - The rendering is the pure code behind the P(gpufleet.preflight.fleet_report#filter) filters; this action only
+    writes, in-process and atomically, so no module runs on any host.
+  - Reports are the run's output, not a change to a host; they are written in check mode too.
+  - This is an action plugin; the module file holds its documentation. Use it with C(run_once).
+options:
+  results:
+    description: Hostname to that host's registered readiness result, or null when nothing came back (unreachable).
+    type: dict
+    required: true
+  report_dir:
+    description: Directory on the controller for the three report files; created when missing.
+    type: path
+  write:
+    description: Write the files. With V(false) only the report, table and gate are returned.
+    type: bool
+    default: true
+  max_not_ready:
+    description:
+      - The most hosts that may be not ready (unreachable ones count), a count like V(2) or a percentage like V(25%).
+        Unset means no limit.
+    type: raw
+  policy:
+    description: The policy the checks used, kept in the JSON report.
+    type: dict
+    default: {}
+attributes:
+  action:
+    description: Indicates this has a corresponding action plugin so some parts of the options can be executed on the controller.
+    support: full
+  async:
+    description: Supports being used with the C(async) keyword.
+    support: none
+  check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
+    support: full
+    details: Writes the reports on the controller in check mode as well; no host is touched.
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
+    support: none
+  platform:
+    description: Target OS/families that can be operated against.
+    platforms: posix
+    support: N/A
+seealso:
+  - module: gpufleet.preflight.readiness
+"""
+
+EXAMPLES = r"""
+- name: Report on the fleet
+  gpufleet.preflight.fleet_reports:
+    results: "{{ dict(ansible_play_hosts_all | zip(ansible_play_hosts_all | map('extract', hostvars, 'preflight_result'))) }}"
+    report_dir: "{{ playbook_dir }}/reports"
+    max_not_ready: 25%
+  run_once: true
+  register: fleet
+
+- name: Print the table
+  ansible.builtin.debug:
+    msg: "{{ fleet.table }}"
+  run_once: true
+"""
+
+RETURN = r"""
+report:
+  description: The fleet report (C(summary) counts, C(hosts) entries, C(policy)), as written to C(preflight.json).
+  returned: success
+  type: dict
+table:
+  description: The console table's lines, ending with the count line.
+  returned: success
+  type: list
+  elements: str
+  sample: ["HOST   STATUS  EFFECTIVE AVAILABLE / TOTAL  BUILD PROCS  FIRST FAILED CHECK", "node1  ready   448Gi / 449Gi  0  -",
+           "1 ready, 0 not ready, 0 unreachable (of 1)"]
+gate:
+  description: Whether too much of the fleet is not ready (C(abort)) and why (C(reason)).
+  returned: success
+  type: dict
+  sample: {abort: false, reason: null}
+files:
+  description: The report files written.
+  returned: success
+  type: list
+  elements: str
+"""
