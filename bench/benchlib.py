@@ -226,6 +226,8 @@ def main_wrapper(main):
         raise KeyboardInterrupt("signal %d" % signum)
     signal.signal(signal.SIGTERM, _term)
     signal.signal(signal.SIGHUP, _term)
+    # Ctrl-C cleans up too when started from a script's background job, where SIGINT arrives ignored.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         sys.exit(main())
     except BenchFailure as exc:

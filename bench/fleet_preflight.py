@@ -34,34 +34,6 @@ from fleetlib import Fleet, parse_adhoc_status, run_adhoc, run_playbook
 
 PLAYBOOK = os.path.join(benchlib.REPO_ROOT, "playbooks", "preflight.yml")
 STAMP_PLUGINS = os.path.join(benchlib.BENCH_DIR, "callback_plugins")
-PROTOTYPE_ACTIONS = os.path.join(benchlib.BENCH_DIR, "prototypes", "action_plugins")
-REPORT_TASKS_RE = re.compile(r"^( +)- name: Make the report directory\n.*?(?=^ *- name: Fleet summary)", re.M | re.S)
-FAST_REPORT_TASK = """{indent}- name: Write the report files (in-process, bench/prototypes)
-{indent}  gpufleet_write_files:
-{indent}    dir: "{{{{ _gpufleet_report_dir }}}}"
-{indent}    files:
-{indent}      preflight.json: "{{{{ _gpufleet_report | to_nice_json }}}}"
-{indent}      preflight.xml: "{{{{ _gpufleet_report | gpufleet.preflight.fleet_junit }}}}"
-{indent}      preflight.md: "{{{{ _gpufleet_report | gpufleet.preflight.fleet_markdown }}}}"
-
-"""
-
-
-def prototype_playbook(directory):
-    """playbooks/preflight.yml with its file + copy report tasks swapped for the in-process prototype; None
-    when the playbook no longer has those tasks (the fix landed, or the playbook changed shape)."""
-    with open(PLAYBOOK) as handle:
-        text = handle.read()
-    match = REPORT_TASKS_RE.search(text)
-    if not match or "ansible.builtin.copy:" not in match.group(0):
-        return None
-    path = os.path.join(directory, "preflight_prototype.yml")
-    with open(path, "w") as handle:
-        handle.write(text[:match.start()] + FAST_REPORT_TASK.format(indent=match.group(1)) + text[match.end():])
-    os.symlink(PROTOTYPE_ACTIONS, os.path.join(directory, "action_plugins"))
-    return path
-
-
 RECAP_RE = re.compile(r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
 
 
@@ -154,7 +126,7 @@ def commands(fleet, report_dir, breakdown):
         check_adhoc("setup", result, hosts)
         return result.duration
 
-    def preflight(profiles, key, write_reports=True, playbook=PLAYBOOK, extra_env=None):
+    def preflight(profiles, key, write_reports=True, extra_env=None):
         def _run():
             stamp_file = os.path.join(report_dir, "stamps.jsonl")
             env = {"ANSIBLE_CALLBACK_PLUGINS": STAMP_PLUGINS, "ANSIBLE_CALLBACKS_ENABLED": "gpufleet_bench_stamp",
@@ -164,7 +136,7 @@ def commands(fleet, report_dir, breakdown):
             if os.path.exists(report):
                 os.unlink(report)
             started = time.time()
-            result = run_playbook(playbook, inventory, extra_vars=preflight_vars(profiles, report_dir, write_reports), env=env)
+            result = run_playbook(PLAYBOOK, inventory, extra_vars=preflight_vars(profiles, report_dir, write_reports), env=env)
             check_playbook("preflight %s" % profiles, result, hosts)
             breakdown.setdefault(key, []).append(segments(stamp_file, started, started + result.duration))
             if write_reports:
@@ -175,11 +147,6 @@ def commands(fleet, report_dir, breakdown):
             return result.duration
         return _run
 
-    prototype = prototype_playbook(tempfile.mkdtemp(prefix="prototype-", dir=fleet.dir))
-    extra = []
-    if prototype:
-        extra.append(("preflight_prototype", "the same, profiles `[]`, reports written in-process (bench/prototypes action plugin)",
-                      preflight([], "preflight_prototype", playbook=prototype)))
     return [
         ("ping", "`ansible all -m ping`", ping),
         ("setup_hardware", "`ansible all -m setup -a gather_subset=hardware`", setup),
@@ -189,7 +156,6 @@ def commands(fleet, report_dir, breakdown):
          preflight([], "preflight_no_reports", write_reports=False)),
         ("preflight_no_pipelining", "the same, profiles `[]`, `ANSIBLE_PIPELINING=False` (the shipped ansible.cfg turns it on)",
          preflight([], "preflight_no_pipelining", extra_env={"ANSIBLE_PIPELINING": "False"})),
-    ] + extra + [
         ("seed_ssh_cold", "seed one-liner, parallel `ssh` per node, no connection reuse", lambda: run_one_liner(fleet, False)),
         ("seed_ssh_warm", "seed one-liner, parallel `ssh` over an open ControlMaster", lambda: run_one_liner(fleet, True)),
     ]
@@ -244,9 +210,6 @@ def main():
         targets.append(("%s <= 1.5 x ping" % key, ratio <= 1.5, "%.2fx" % ratio))
         targets.append(("%s < setup(hardware)" % key, medians[key] < medians["setup_hardware"],
                         "%.2fs vs %.2fs" % (medians[key], medians["setup_hardware"])))
-    if "preflight_prototype" in medians:
-        ratio = medians["preflight_prototype"] / ping
-        targets.append(("with the proposed fix (reports in-process): preflight <= 1.5 x ping", ratio <= 1.5, "%.2fx" % ratio))
     phases = breakdown_table(breakdown.get("preflight", []), medians["ping"])
     table += "\n\nWhere `ansible-playbook playbooks/preflight.yml` (profiles `[]`) spends its time (medians, from task start stamps):\n\n" + phases
     notes = ["medians over %d rounds; every round ran every command once, in the order of the table" % repeat,
