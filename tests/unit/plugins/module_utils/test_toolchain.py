@@ -156,3 +156,25 @@ def test_a_tool_that_fails_reports_why(tmp_path):
     facts = _toolchain.collect_toolchain(run_with_timeout, python="python3", timeout=10, search_paths=[str(tmp_path)])
     assert facts["cmake"]["present"] is True and facts["cmake"]["version"] is None
     assert "exited 127" in facts["cmake"]["error"] and "libssl" in facts["cmake"]["error"]
+
+
+@pytest.mark.parametrize("cuda_line, cuda", [
+    ("cuda: Optional[str] = '12.8'", "12.8"),
+    ('cuda = "13.0"', "13.0"),
+    ("cuda: Optional[str] = None", None),
+])
+def test_torch_is_read_from_metadata_not_imported(tmp_path, cuda_line, cuda):
+    """A torch whose import would fail still reports its version and CUDA: the probe never imports it."""
+    site = tmp_path / "site"
+    package = site / "torch"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text(u"raise RuntimeError('the probe must not import torch')\n")
+    (package / "version.py").write_text(u"from typing import Optional\n__version__ = '2.9.1'\n%s\n" % cuda_line)
+    info = site / "torch-2.9.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(u"Metadata-Version: 2.1\nName: torch\nVersion: 2.9.1\n")
+    wrapper = tmp_path / "python3"
+    wrapper.write_text(u"#!/bin/sh\nPYTHONPATH=%s exec %s \"$@\"\n" % (site, sys.executable))
+    wrapper.chmod(0o755)
+    dummy, torch, dummy2 = _toolchain.collect_python(run_with_timeout, str(wrapper), 30, [])
+    assert torch == {"present": True, "version": "2.9.1", "error": None, "cuda": cuda}
