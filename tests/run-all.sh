@@ -9,6 +9,8 @@ export PATH="$VENV/bin:$PATH"
 export ANSIBLE_COLLECTIONS_PATH="$REPO/.tmp/collections"
 export ANSIBLE_CONFIG="$REPO/ansible.cfg"
 export PYTHONPATH="$REPO/.tmp/collections${PYTHONPATH:+:$PYTHONPATH}"
+# The build_deps torch test installs the local CPU torch wheel (about a minute): part of the full suite.
+export BUILD_DEPS_TEST_TORCH=${BUILD_DEPS_TEST_TORCH:-1}
 STAGES=("$@")
 [ ${#STAGES[@]} -gt 0 ] || STAGES=(units lint sanity integration host build roles fleet build-check bench-quick)
 
