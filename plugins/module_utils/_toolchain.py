@@ -17,6 +17,7 @@ import json
 import os
 from concurrent.futures import ThreadPoolExecutor
 import re
+import sys
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._run import find_executable, run_with_timeout, search_path
 
@@ -255,20 +256,35 @@ def collect_nvcc(run, timeout, dirs):
     return entry
 
 
+def probe_in_process():
+    """Run the probe in this interpreter: no subprocess, the same code and output as for another one."""
+    lines = []
+    namespace = {"print": lambda text: lines.append(text), "__name__": "gpufleet_probe"}
+    exec(compile(PYTHON_PROBE, "<gpufleet python probe>", "exec"), namespace)  # pylint: disable=exec-used
+    return 0, "\n".join(lines), ""
+
+
 def collect_python(run, python, timeout, dirs):
-    """The interpreter's version, and torch / scikit-build-core imported in a subprocess of it."""
+    """The interpreter's version, and torch / scikit-build-core versions read from its package metadata.
+
+    ``python`` None means the interpreter running the module (Ansible's ``ansible_python_interpreter``),
+    probed in-process; any other interpreter (a build venv's) is probed in a subprocess of it.
+    """
     missing = {"present": False, "version": None, "error": None}
     torch = dict(missing, cuda=None)
     skbuild = dict(missing)
-    name = python or "python3"
-    path = find_executable(name, dirs)
-    if path is None:
-        error = "%s not found%s" % (name, "" if os.path.isabs(name) else " on PATH")
-        return tool(error=error, executable=None), dict(torch, error=error), dict(skbuild, error=error)
-    rc, out, err = run([path, "-c", PYTHON_PROBE], timeout)
+    if python is None:
+        path = sys.executable
+        rc, out, err = probe_in_process()
+    else:
+        path = find_executable(python, dirs)
+        if path is None:
+            error = "%s not found%s" % (python, "" if os.path.isabs(python) else " on PATH")
+            return tool(error=error, executable=None), dict(torch, error=error), dict(skbuild, error=error)
+        rc, out, err = run([path, "-c", PYTHON_PROBE], timeout)
     probe = parse_python_probe(out) if rc == 0 else None
     if probe is None:
-        why = "timed out after %ss importing torch" % timeout if rc is None else "exited %s: %s" % (rc, _short(err or out))
+        why = "timed out after %ss" % timeout if rc is None else "exited %s: %s" % (rc, _short(err or out))
         error = "%s %s" % (path, why)
         return tool(present=True, path=path, error=error, executable=None), dict(torch, error=error), dict(skbuild, error=error)
     python_entry = tool(present=True, path=path, version=probe.get("version"), executable=probe.get("executable"))
@@ -304,7 +320,7 @@ def collect_numa(root="/"):
 def collect_toolchain(run=run_with_timeout, python=None, timeout=30, search_paths=None, root="/"):
     """``gpufleet_toolchain``: each tool ``{present, path, version, error}`` plus its own keys.
 
-    ``python`` is the interpreter whose torch and scikit-build-core matter (default ``python3`` on PATH);
+    ``python`` is the interpreter whose torch and scikit-build-core matter (default: the one running this code);
     ``timeout`` applies to each command (importing torch can take seconds).
     """
     dirs = list(search_paths) if search_paths is not None else search_path(EXTRA_TOOL_DIRS)

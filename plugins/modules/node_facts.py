@@ -59,7 +59,7 @@ options:
   toolchain_python:
     description:
       - The Python interpreter (for example a build venv's C(bin/python)) whose torch and scikit-build-core to inspect.
-      - Defaults to C(python3) on the node's PATH.
+      - Defaults to the Python that runs this module (C(ansible_python_interpreter)), inspected in-process.
     type: path
   kernel_events_window:
     description:

@@ -113,7 +113,9 @@ options:
     type: float
     default: 10
   toolchain_python:
-    description: The interpreter whose torch and scikit-build-core to inspect (for example a build venv's python).
+    description:
+      - The interpreter whose torch and scikit-build-core to inspect (for example a build venv's python).
+      - Defaults to the Python that runs the module on the node (C(ansible_python_interpreter)).
     type: path
   kernel_events_window:
     description: Seconds of kernel log to read for OOM kills and Xid errors.

@@ -178,3 +178,12 @@ def test_torch_is_read_from_metadata_not_imported(tmp_path, cuda_line, cuda):
     wrapper.chmod(0o755)
     dummy, torch, dummy2 = _toolchain.collect_python(run_with_timeout, str(wrapper), 30, [])
     assert torch == {"present": True, "version": "2.9.1", "error": None, "cuda": cuda}
+
+
+def test_default_interpreter_is_probed_in_process():
+    """No python named: the module's own interpreter answers, without a subprocess (nothing to run)."""
+    def no_subprocess(argv, timeout):
+        raise AssertionError("ran %r" % (argv,))
+    python, torch, skbuild = _toolchain.collect_python(no_subprocess, None, 30, [])
+    assert python["path"] == sys.executable and python["version"] == "%d.%d.%d" % sys.version_info[:3]
+    assert torch["error"] is None and skbuild["error"] is None
