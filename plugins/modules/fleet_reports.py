@@ -43,24 +43,23 @@ options:
     description: The policy the checks used, kept in the JSON report.
     type: dict
     default: {}
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.flow
 attributes:
   action:
-    description: Indicates this has a corresponding action plugin so some parts of the options can be executed on the controller.
     support: full
   async:
-    description: Supports being used with the C(async) keyword.
+    support: none
+  bypass_host_loop:
     support: none
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: Writes the reports on the controller in check mode as well; no host is touched.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
   platform:
-    description: Target OS/families that can be operated against.
     platforms: posix
-    support: N/A
 seealso:
   - module: gpufleet.preflight.readiness
 """

@@ -163,13 +163,17 @@ notes:
 seealso:
   - plugin: gpufleet.preflight.build_jobs
     plugin_type: filter
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
     support: full
-    description: Reports whether the build is up to date and what it would run, without running it.
+    details: Reports whether the build is up to date and what it would run, without running it.
   diff_mode:
     support: none
-    description: Nothing to diff; the result lists attempts, artifacts and the log.
+    details: Nothing to diff; the result lists attempts, artifacts and the log.
+  platform:
+    platforms: linux
 """
 
 EXAMPLES = r"""

@@ -66,16 +66,18 @@ options:
       - How far back, in seconds, to report OOM kills and GPU Xid errors from the kernel log.
     type: int
     default: 86400
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.facts
 attributes:
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
   facts:
-    description: Action returns an C(ansible_facts) dictionary that will update existing host facts.
     support: full
+  platform:
+    platforms: posix
 notes:
   - Run as root to see every process's executable and the kernel log; without it those facts are reported as unreadable.
 seealso:

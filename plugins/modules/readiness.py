@@ -135,27 +135,26 @@ options:
     description: Fail the host when it is not ready. With V(false) the verdict is only returned and set as a fact.
     type: bool
     default: true
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.facts
+  - ansible.builtin.action_common_attributes.flow
 attributes:
   action:
-    description: Indicates this has a corresponding action plugin so some parts of the options can be executed on the controller.
     support: full
   async:
-    description: Supports being used with the C(async) keyword.
+    support: none
+  bypass_host_loop:
     support: none
   check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
     details: Only reads the node.
   diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: none
   facts:
-    description: Action returns an C(ansible_facts) dictionary that will update existing host facts.
     support: full
   platform:
-    description: Target OS/families that can be operated against.
     platforms: posix
-    support: N/A
 seealso:
   - module: gpufleet.preflight.node_facts
   - module: gpufleet.preflight.build_processes
