@@ -6,11 +6,8 @@
 # Needs root, sshd, cmake, ninja and a C compiler (tests/system-deps.sh), and `make setup`.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-REPO=$PWD
-VENV=${VENV:-$REPO/.venv}
-export PATH="$VENV/bin:$PATH"
-export ANSIBLE_COLLECTIONS_PATH="$REPO/.tmp/collections"
-export ANSIBLE_CONFIG="$REPO/ansible.cfg"
+# shellcheck source=tests/env.sh
+. tests/env.sh
 export PYTHONUNBUFFERED=1
 
 BENCHES=("$@")

@@ -3,12 +3,8 @@
 # `tests/run-all.sh units fleet` runs only those. Expects `make setup` to have run (the Makefile does).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-REPO=$PWD
-VENV=${VENV:-$REPO/.venv}
-export PATH="$VENV/bin:$PATH"
-export ANSIBLE_COLLECTIONS_PATH="$REPO/.tmp/collections"
-export ANSIBLE_CONFIG="$REPO/ansible.cfg"
-export PYTHONPATH="$REPO/.tmp/collections${PYTHONPATH:+:$PYTHONPATH}"
+# shellcheck source=tests/env.sh
+. tests/env.sh
 # The build_deps torch test installs the local CPU torch wheel (about a minute): part of the full suite.
 export BUILD_DEPS_TEST_TORCH=${BUILD_DEPS_TEST_TORCH:-1}
 STAGES=("$@")
