@@ -38,7 +38,12 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._cgroupfs impor
 )
 from ansible_collections.gpufleet.preflight.plugins.module_utils._cpus import collect_cpus
 from ansible_collections.gpufleet.preflight.plugins.module_utils._human import human, parse_size
-from ansible_collections.gpufleet.preflight.plugins.module_utils._memory import collect_memory
+from ansible_collections.gpufleet.preflight.plugins.module_utils._kernel_events import kmsg_message, oom_lines_in_cgroup
+from ansible_collections.gpufleet.preflight.plugins.module_utils._memory import (
+    _read_parsed,
+    collect_memory,
+    parse_oom_kill_count,
+)
 
 LOCK_NAME = ".gpufleet-build.lock"
 STAMP_NAME = ".gpufleet-build.stamp"
@@ -90,40 +95,6 @@ def tail_lines(text, count=40):
 def next_jobs(jobs):
     """Halve the jobs after an OOM kill; never below one."""
     return max(1, jobs // 2)
-
-
-def parse_oom_kill_count(text):
-    """v1 ``memory.oom_control`` / v2 ``memory.events`` text -> the ``oom_kill`` count, or None."""
-    for line in (text or "").splitlines():
-        fields = line.split()
-        if len(fields) == 2 and fields[0] == "oom_kill":
-            return int(fields[1])
-    return None
-
-
-def parse_kmsg_record(record):
-    """A ``/dev/kmsg`` record (``6,1234,5678901,-;message``) -> the message text."""
-    head, sep, message = record.partition(";")
-    if not sep:
-        return record.strip()
-    return message.split("\n", 1)[0].strip()
-
-
-def oom_lines_for(messages, cgroup_path):
-    """Kernel messages about an OOM kill charged to ``cgroup_path`` (and the kill lines that follow)."""
-    found = []
-    keep_next = False
-    for message in messages:
-        lowered = message.lower()
-        if "oom-kill:" in lowered and cgroup_path and cgroup_path in message:
-            found.append(message)
-            keep_next = True
-        elif keep_next and ("killed process" in lowered or "out of memory" in lowered):
-            found.append(message)
-            keep_next = False
-        elif "memory cgroup out of memory" in lowered and not cgroup_path:
-            found.append(message)
-    return found
 
 
 def oom_verdict(returncode, oom_kills, kernel_lines):
@@ -225,19 +196,6 @@ def oom_at_one_job_message(budget_bytes, nvcc_threads):
 
 
 # ---------------------------------------------------------------- I/O: memory, source, lock, files
-
-def _read_int(path):
-    text, dummy = read_text(path)
-    if text is None:
-        return None
-    text = text.strip()
-    if text == "max":
-        return None
-    try:
-        return int(text)
-    except ValueError:
-        return None
-
 
 def read_effective_memory(root="/"):
     """The node's effective memory when node_facts did not send it: the same facts node_facts gathers."""
@@ -369,7 +327,9 @@ class KernelLog(object):
                 break
             if not record:
                 break
-            found.append(parse_kmsg_record(record.decode("utf-8", "replace")))
+            message = kmsg_message(record.decode("utf-8", "replace"))
+            if message is not None:
+                found.append(message)
         return found
 
     def close(self):
@@ -461,11 +421,15 @@ class BuildCgroup(object):
         text, dummy = read_text(self._file("cgroup.procs"))
         return [int(line) for line in (text or "").split() if line.isdigit()]
 
+    def _counter(self, name):
+        """A byte counter of the cgroup; None when it cannot be read (``memory.peak`` is new in 5.19)."""
+        return _read_parsed("/", self._file(name), int, [], None)
+
     def usage(self):
-        return _read_int(self._file("memory.usage_in_bytes" if self.version == 1 else "memory.current"))
+        return self._counter("memory.usage_in_bytes" if self.version == 1 else "memory.current")
 
     def peak(self):
-        return _read_int(self._file("memory.max_usage_in_bytes" if self.version == 1 else "memory.peak"))
+        return self._counter("memory.max_usage_in_bytes" if self.version == 1 else "memory.peak")
 
     def oom_kills(self):
         text, dummy = read_text(self._file("memory.oom_control" if self.version == 1 else "memory.events"))
@@ -694,7 +658,7 @@ class GuardedBuild(object):
         messages = kernel.messages()
         kernel.close()
         self._finish_cgroup()
-        kernel_lines = oom_lines_for(messages, self.cgroup.path if self.cgroup else None)
+        kernel_lines = oom_lines_in_cgroup(messages, self.cgroup.path if self.cgroup else None)
         oom, why = oom_verdict(rc, oom_kills, kernel_lines)
         if timed_out:
             oom, why = False, "timed out after %s seconds" % self.params.get("timeout")

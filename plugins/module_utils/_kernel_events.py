@@ -60,6 +60,12 @@ def parse_kmsg(text, boot_epoch):
     return entries
 
 
+def kmsg_message(record):
+    """One ``/dev/kmsg`` record (``6,1234,5678901,-;message`` and its `` KEY=value`` lines) -> the message, or None."""
+    entries = parse_kmsg(record, None)
+    return entries[0][1] if entries else None
+
+
 def _iso_to_epoch(stamp, fraction, zone):
     moment = datetime.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S")
     offset = 0
@@ -106,6 +112,33 @@ def parse_oom_info(message):
             key, value = part.split("=", 1)
             info[key] = value
     return info
+
+
+def _in_or_under(memcg, cgroup_path):
+    """``memcg`` (as the kernel prints it, from the top) is ``cgroup_path`` or below it. A path seen through a
+    cgroup namespace or a sub-tree mount lacks the top part, so it may match inside: ``/b/c`` is in ``/a/b/c/d``."""
+    inner = cgroup_path.strip("/")
+    return bool(memcg) and (not inner or ("/%s/" % inner) in (memcg.rstrip("/") + "/"))
+
+
+def oom_lines_in_cgroup(messages, cgroup_path):
+    """Kernel messages about OOM kills in or under ``cgroup_path``: each ``oom-kill:`` line whose ``oom_memcg``
+    or ``task_memcg`` names it and the ``Killed process`` line after it. Without a path: every
+    ``Memory cgroup out of memory`` line."""
+    found = []
+    keep_next = False
+    for message in messages:
+        info = parse_oom_info(message) if cgroup_path else None
+        if info is not None and (_in_or_under(info.get("oom_memcg"), cgroup_path)
+                                 or _in_or_under(info.get("task_memcg"), cgroup_path)):
+            found.append(message)
+            keep_next = True
+        elif keep_next and _KILLED_RE.search(message):
+            found.append(message)
+            keep_next = False
+        elif not cgroup_path and "memory cgroup out of memory" in message.lower():
+            found.append(message)
+    return found
 
 
 def _age(when, now):

@@ -130,6 +130,11 @@ def parse_flat_keyed(text):
     return values
 
 
+def parse_oom_kill_count(text):
+    """v1 ``memory.oom_control`` / v2 ``memory.events`` text -> the ``oom_kill`` count, or None (v1 before 4.13)."""
+    return None if text is None else parse_flat_keyed(text).get("oom_kill")
+
+
 def inactive_file_from_stat(stat, version):
     """Reclaimable page cache from memory.stat; v1 prefers the hierarchical ``total_`` counter."""
     if version == 1 and "total_inactive_file" in stat:

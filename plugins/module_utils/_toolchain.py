@@ -259,7 +259,7 @@ def collect_nvcc(run, timeout, dirs):
 def probe_in_process():
     """Run the probe in this interpreter: no subprocess, the same code and output as for another one."""
     lines = []
-    namespace = {"print": lambda text: lines.append(text), "__name__": "gpufleet_probe"}
+    namespace = {"print": lines.append, "__name__": "gpufleet_probe"}
     exec(compile(PYTHON_PROBE, "<gpufleet python probe>", "exec"), namespace)  # pylint: disable=exec-used
     return 0, "\n".join(lines), ""
 

@@ -19,14 +19,16 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._guarded_build 
     failed_steps,
     next_jobs,
     oom_at_one_job_message,
-    oom_lines_for,
     oom_verdict,
-    parse_kmsg_record,
-    parse_oom_kill_count,
     parse_progress,
     set_variables,
     source_revision,
 )
+from ansible_collections.gpufleet.preflight.plugins.module_utils._kernel_events import (
+    kmsg_message as parse_kmsg_record,
+    oom_lines_in_cgroup as oom_lines_for,
+)
+from ansible_collections.gpufleet.preflight.plugins.module_utils._memory import parse_oom_kill_count
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "guarded_build")
 BUILD_CGROUP = "/process_api/node1/gpufleet-build-hungrytest-2e9490f7"
