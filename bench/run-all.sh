@@ -5,7 +5,7 @@
 # there in bench/results/benchmarks-latest.md. `bench/run-all.sh scale planner` runs only those.
 # Needs root, sshd, cmake, ninja and a C compiler (tests/system-deps.sh), and `make setup`.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 # shellcheck source=tests/env.sh
 . tests/env.sh
 export PYTHONUNBUFFERED=1

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by tests/run-all.sh and bench/run-all.sh: the project's venv, its ansible.cfg and the
 # collection link, so both run exactly what `make setup` made. Expects to be sourced from the repo root.
 REPO=$PWD

@@ -12,6 +12,7 @@ ssh-keygen       openssh-client
 unshare          util-linux
 free             procps
 /usr/include/numa.h libnuma-dev
+shellcheck       shellcheck
 "
 
 missing=""
@@ -19,7 +20,7 @@ echo "$REQUIRED" | {
     while read -r probe package; do
         [ -n "$probe" ] || continue
         case "$probe" in
-            /*) [ -x "$probe" ] && continue ;;
+            /*) [ -e "$probe" ] && continue ;;
             *) command -v "$probe" >/dev/null 2>&1 && continue ;;
         esac
         case " $missing " in *" $package "*) ;; *) missing="$missing $package" ;; esac

@@ -45,6 +45,7 @@ DRIVER_FOR_CUDA = (
     ("12.4", "550.54.14"), ("12.3", "545.23.06"), ("12.2", "535.54.03"), ("12.1", "530.30.02"), ("12.0", "525.60.13"),
 )
 
+
 def _option(policy, key):
     value = (policy or {}).get(key)
     return DEFAULTS[key] if value is None and key in DEFAULTS else value
