@@ -31,42 +31,14 @@ options:
     type: list
     elements: str
     default: [all]
-  build_process_names:
-    description:
-      - Executable names to count as build processes B(in addition to) the defaults (cmake, ninja, make, gmake, cc1,
-        cc1plus, cicc, ptxas, nvcc, nvlink, fatbinary, cudafe++, collect2, ld and ld.* linkers). Shell globs allowed.
-    type: list
-    elements: str
-    default: []
-  build_process_patterns:
-    description:
-      - Python regular expressions matched against the whole command line of a process; a match counts it as a build
-        process too (for example a wrapper script).
-    type: list
-    elements: str
-    default: []
-  gpu_timeout:
-    description:
-      - Seconds to wait for C(nvidia-smi); a wedged driver makes it hang. Must be greater than 0.
-    type: float
-    default: 10
   disk_paths:
     description:
       - Paths whose filesystem free space and inodes to report. Defaults to the temp dir and the user's cache dir.
     type: list
     elements: path
     default: []
-  toolchain_python:
-    description:
-      - The Python interpreter (for example a build venv's C(bin/python)) whose torch and scikit-build-core to inspect.
-      - Defaults to the Python that runs this module (C(ansible_python_interpreter)), inspected in-process.
-    type: path
-  kernel_events_window:
-    description:
-      - How far back, in seconds, to report OOM kills and GPU Xid errors from the kernel log.
-    type: int
-    default: 86400
 extends_documentation_fragment:
+  - gpufleet.preflight.node_facts_options
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.facts
 attributes:

@@ -39,16 +39,6 @@ options:
       - Highest PSI C(some avg10) of C(/proc/pressure/memory), in percent (0 to 100). V(null) disables the check.
     type: float
     default: 10.0
-  build_process_names:
-    description: Executable names counted as build processes in addition to the defaults of node_facts.
-    type: list
-    elements: str
-    default: []
-  build_process_patterns:
-    description: Regular expressions over the command line that also count a process as a build process.
-    type: list
-    elements: str
-    default: []
   profiles:
     description:
       - Which groups of checks apply. V(build) is a node that compiles (toolchain, disk, recent OOM kills),
@@ -108,19 +98,6 @@ options:
     type: list
     elements: dict
     default: []
-  gpu_timeout:
-    description: Seconds to wait for nvidia-smi before reporting the GPUs as timed out.
-    type: float
-    default: 10
-  toolchain_python:
-    description:
-      - The interpreter whose torch and scikit-build-core to inspect (for example a build venv's python).
-      - Defaults to the Python that runs the module on the node (C(ansible_python_interpreter)).
-    type: path
-  kernel_events_window:
-    description: Seconds of kernel log to read for OOM kills and Xid errors.
-    type: int
-    default: 86400
   wait:
     description:
       - Seconds to keep re-checking a node that is not ready yet (processes still exiting after a restart, memory
@@ -136,6 +113,7 @@ options:
     type: bool
     default: true
 extends_documentation_fragment:
+  - gpufleet.preflight.node_facts_options
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.facts
   - ansible.builtin.action_common_attributes.flow

@@ -1,0 +1,45 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+
+class ModuleDocFragment(object):
+    """Options that tune how node_facts gathers, shared by node_facts and the readiness action that runs it."""
+
+    DOCUMENTATION = r"""
+options:
+  build_process_names:
+    description:
+      - Executable names to count as build processes B(in addition to) the defaults (cmake, ninja, make, gmake, cc1,
+        cc1plus, cicc, ptxas, nvcc, nvlink, fatbinary, cudafe++, collect2, ld and ld.* linkers). Shell globs allowed.
+    type: list
+    elements: str
+    default: []
+  build_process_patterns:
+    description:
+      - Python regular expressions matched against the whole command line of a process; a match counts it as a build
+        process too (for example a wrapper script).
+    type: list
+    elements: str
+    default: []
+  gpu_timeout:
+    description:
+      - Seconds to wait for C(nvidia-smi) before reporting the GPUs as timed out; a wedged driver makes it hang.
+        Must be greater than 0.
+    type: float
+    default: 10
+  toolchain_python:
+    description:
+      - The Python interpreter (for example a build venv's C(bin/python)) whose torch and scikit-build-core to inspect.
+      - Defaults to the Python that runs the module on the node (C(ansible_python_interpreter)), inspected in-process.
+    type: path
+  kernel_events_window:
+    description:
+      - How far back, in seconds, to report OOM kills and GPU Xid errors from the kernel log.
+    type: int
+    default: 86400
+"""
