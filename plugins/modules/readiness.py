@@ -86,7 +86,11 @@ options:
     type: int
     default: 100000
   oom_window_minutes:
-    description: No OOM kill may have happened within this many minutes (build profile).
+    description:
+      - No OOM kill in this node's memory cgroup (or a global one) may have happened within this many minutes
+        (build profile). V(0) disables the check.
+      - Kills by the limit of a M(gpufleet.preflight.guarded_build) cgroup are reported but pass; that build
+        backed off and resumed by itself.
     type: int
     default: 60
   custom_checks:

@@ -12,6 +12,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.gpufleet.preflight.plugins.module_utils._guarded_build import CGROUP_PREFIX as GUARDED_BUILD_CGROUP_PREFIX
 from ansible_collections.gpufleet.preflight.plugins.module_utils._human import human, parse_size
 from ansible_collections.gpufleet.preflight.plugins.module_utils._kernel_events import FATAL_XIDS
 from ansible_collections.gpufleet.preflight.plugins.module_utils._toolchain import split_arch, supports, version_at_least, version_tuple
@@ -370,6 +371,13 @@ def concerns_node(kill, own_cgroup):
     return where == own_cgroup or where.startswith(own_cgroup.rstrip("/") + "/")
 
 
+def confined_to_guarded_build(kill):
+    """Whether the kill was the limit of a guarded_build cgroup doing its job: that build backs off and resumes
+    by itself, so the kill says nothing about the node's health. A global OOM is never confined."""
+    where = kill.get("oom_cgroup") or kill.get("cgroup") or ""
+    return not kill.get("global") and any(part.startswith(GUARDED_BUILD_CGROUP_PREFIX) for part in where.split("/"))
+
+
 def check_recent_oom(facts, policy):
     name = "recent_oom"
     minutes = _option(policy, "oom_window_minutes")
@@ -380,13 +388,17 @@ def check_recent_oom(facts, policy):
     if why:
         return why
     own_cgroup = ((facts.get("memory") or {}).get("cgroup") or {}).get("path")
-    recent = [kill for kill in events.get("oom_kills") or []
-              if (kill.get("age_seconds") is None or kill["age_seconds"] <= minutes * 60) and concerns_node(kill, own_cgroup)]
+    in_window = [kill for kill in events.get("oom_kills") or []
+                 if (kill.get("age_seconds") is None or kill["age_seconds"] <= minutes * 60) and concerns_node(kill, own_cgroup)]
+    recent = [kill for kill in in_window if not confined_to_guarded_build(kill)]
+    confined = len(in_window) - len(recent)
     note = ""
     if (events.get("window_seconds") or 0) < minutes * 60:
         note = " (the kernel log was read only %s back)" % describe_age(events.get("window_seconds"))
     if not recent:
-        return result(name, True, 0, expected + note, "", "build")
+        handled = "%d OOM kill%s inside guarded builds' own cgroups, handled by their job backoff" % (
+            confined, "" if confined == 1 else "s") if confined else ""
+        return result(name, True, 0, expected + note, handled, "build")
     latest = recent[-1]
     scope = "the whole node (global OOM)" if latest.get("global") else "cgroup %s" % (latest.get("cgroup") or "?")
     message = "%d OOM kill%s in the last %d min, latest %s (pid %s) in %s %s ago: lower MAX_JOBS and nvcc threads " \

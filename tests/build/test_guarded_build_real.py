@@ -16,6 +16,9 @@ import time
 
 import pytest
 
+from ansible_collections.gpufleet.preflight.plugins.module_utils._kernel_events import collect_kernel_events
+from ansible_collections.gpufleet.preflight.plugins.module_utils._run import run_with_timeout
+from ansible_collections.gpufleet.preflight.plugins.plugin_utils._node_checks import check_recent_oom
 from conftest import (
     build_cgroups,
     finish_module,
@@ -73,6 +76,16 @@ def test_oom_backoff_finishes_confined(hungry):
         assert read_oom_kill(node_cgroup) == node_oom_before
         assert bystander.poll() is None, "a process outside the build survived"
         assert build_cgroups("oomtest") == [], "the build cgroup was removed"
+        # The readiness gate in front of a rerun reads the same kernel log: kills confined to the build's
+        # own cgroup were handled by the backoff and must not hold the node back for oom_window_minutes.
+        events = collect_kernel_events(int(time.time() - started) + 2, run_with_timeout)
+        ours = [kill for kill in events["oom_kills"] if kill.get("oom_cgroup") == cgroup_path]
+        assert ours, events["message"]
+        node_path = node_cgroup[len("/sys/fs/cgroup/memory"):]
+        verdict = check_recent_oom({"kernel_events": events, "memory": {"cgroup": {"path": node_path}}}, {})
+        assert verdict["ok"] is True, verdict
+        handled = re.match(r"(\d+) OOM kills? inside guarded builds' own cgroups, handled by their job backoff$", verdict["message"])
+        assert handled and int(handled.group(1)) >= len(ours), verdict["message"]
     finally:
         bystander.kill()
         bystander.wait()

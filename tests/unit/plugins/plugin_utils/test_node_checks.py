@@ -178,6 +178,16 @@ CASES = [
     (nc.check_recent_oom, {"kernel_events": events(readable=False, message="no kernel log readable")}, {}, "unknown",
      "no kernel log readable"),
     (nc.check_recent_oom, {}, {"oom_window_minutes": 0}, None, ""),
+    # A guarded build's own limit killing a compile is its backoff at work, not a sick node.
+    (nc.check_recent_oom, {"kernel_events": events(oom=[dict(kill(60), cgroup="/build/gpufleet-build-sgl-0a1b2c3d",
+                                                             oom_cgroup="/build/gpufleet-build-sgl-0a1b2c3d")] * 2)},
+     {}, "ok", "2 OOM kills inside guarded builds' own cgroups, handled by their job backoff"),
+    (nc.check_recent_oom, {"kernel_events": events(oom=[dict(kill(60), cgroup="/build/gpufleet-build-sgl-0a1b2c3d",
+                                                             oom_cgroup="/build/gpufleet-build-sgl-0a1b2c3d"),
+                                                        kill(30)])},
+     {}, "failed", "1 OOM kill in the last 60 min, latest python3"),
+    (nc.check_recent_oom, {"kernel_events": events(oom=[dict(kill(60, is_global=True), cgroup="/build/gpufleet-build-sgl-0a1b2c3d")])},
+     {}, "failed", "the whole node (global OOM)"),
 ]
 
 
