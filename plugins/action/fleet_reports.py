@@ -70,8 +70,9 @@ class ActionModule(ActionBase):
                     os.makedirs(args["report_dir"], 0o755)
                 files = [write_atomically(args["report_dir"], name, render(report)) for name, render in renders]
             except (IOError, OSError) as exc:
-                raise AnsibleActionFail("report_dir: cannot write the reports to %s: %s" % (
-                    args["report_dir"], exc.strerror or exc))
+                raise AnsibleActionFail("report_dir: cannot write the reports to %s: %s; the previous reports there are "
+                                        "left as they were (free space there or choose another report_dir)" % (
+                                            args["report_dir"], exc.strerror or exc))
         result.update(changed=False, report=report, table=table, gate=dict(abort=abort, reason=reason), files=files,
                       msg=_report.summary_line(report))
         return result
