@@ -21,6 +21,11 @@ import time
 from ansible_collections.gpufleet.preflight.plugins.module_utils._run import run_with_timeout
 
 # Xid codes GPU health checks treat as fatal (need a reset or reboot, or mean lost/damaged hardware).
+# The kernel prints an OOM kill's header (with the ``oom-kill:`` line naming its cgroups) at most 10 times per
+# 5 s (oom_kill_process: __ratelimit(&oom_rs), DEFAULT_RATELIMIT_INTERVAL); later kills of a burst log only
+# "Killed process". Such a kill belongs to the burst whose last header came at most this long before it.
+OOM_HEADER_RATELIMIT_SECONDS = 5.0
+
 FATAL_XIDS = frozenset((48, 56, 57, 58, 62, 63, 64, 65, 68, 69, 73, 74, 79, 80, 81, 92, 119, 120))
 
 _KMSG_RE = re.compile(r"^(\d+),(\d+),(\d+),[^;]*;(.*)$")
@@ -145,6 +150,15 @@ def _age(when, now):
     return None if when is None else max(0.0, round(now - when, 3))
 
 
+def _header_of_burst(last_header, when, scope):
+    """The ``oom-kill:`` details a rate-limited memory-cgroup kill at ``when`` shares with its burst, or None."""
+    if not last_header or when is None or last_header[0] is None or not (scope or "").startswith("Memory cgroup"):
+        return None
+    if last_header[1].get("constraint") != "CONSTRAINT_MEMCG":
+        return None
+    return last_header[1] if 0 <= when - last_header[0] <= OOM_HEADER_RATELIMIT_SECONDS else None
+
+
 def find_events(entries, now):
     """Entries (in log order) -> ``(oom_kills, xids)``, each event with its time and age."""
     oom_kills = []
@@ -152,6 +166,7 @@ def find_events(entries, now):
     pending_info = {}   # pid -> oom-kill: details, printed just before the kill
     pending_scope = {}  # pid -> prefix of a pre-5.1 "Kill process ... or sacrifice child" line
     last_task_in = None
+    last_header = None  # (time, oom-kill: details) of the latest kill logged with its header
     for when, message in entries:
         info = parse_oom_info(message)
         if info is not None:
@@ -169,7 +184,13 @@ def find_events(entries, now):
         if match:
             scope, pid, name = match.group(1), match.group(2), match.group(3)
             scope = scope or pending_scope.pop(pid, None)
-            info = pending_info.pop(pid, {})
+            info = pending_info.pop(pid, None)
+            if info:
+                last_header = (when, info)
+            inferred = not info and _header_of_burst(last_header, when, scope) is not None
+            if inferred:
+                info = last_header[1]
+            info = info or {}
             constraint = info.get("constraint")
             if constraint:
                 is_global = constraint == "CONSTRAINT_NONE"
@@ -185,6 +206,7 @@ def find_events(entries, now):
                 "constraint": constraint,
                 "cgroup": info.get("task_memcg") or (last_task_in if is_global is False else None),
                 "oom_cgroup": info.get("oom_memcg"),
+                "cgroup_inferred": inferred,
                 "global": is_global,
                 "message": message.strip(),
             })

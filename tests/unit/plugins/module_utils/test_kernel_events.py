@@ -115,3 +115,34 @@ def test_journal_without_files_is_not_readable():
         return 0, "-- No entries --\n", "No journal files were found.\n"
     facts = ke.collect_kernel_events(60, run, sources=("journal",))
     assert facts["readable"] is False and "no journal files" in facts["message"]
+
+
+def test_rate_limited_kills_of_a_burst_take_the_burst_header():
+    """A real burst (guarded build, jobs=8 in 400 MiB, kernel 6.18): the kernel logged the oom-kill: header for
+    the first kill only, then five bare "Killed process" lines within 0.3 s (oom_rs ratelimit), then a new
+    header 2.4 s later. The bare ones belong to the first header's cgroup, marked as inferred."""
+    entries = ke.parse_dmesg(text("dmesg-iso-memcg-oom-burst-ratelimited-6.18.txt"))
+    kills, _xids = ke.find_events(entries, now=entries[-1][0] + 60)
+    build = "/process_api/f8487025c8a2cd97893377959d022443/gpufleet-build-oomtest-91123f7f"
+    assert [(k["pid"], k["cgroup_inferred"]) for k in kills] == [
+        (19080, False), (19079, True), (19086, True), (19090, True), (19087, True), (19088, True), (19114, False)]
+    assert all(k["oom_cgroup"] == build and k["cgroup"] == build and k["global"] is False for k in kills)
+    assert all(k["constraint"] == "CONSTRAINT_MEMCG" for k in kills)
+
+
+@pytest.mark.parametrize("header_age, scope, inferred", [
+    (1.0, "Memory cgroup out of memory", True),
+    (5.0, "Memory cgroup out of memory", True),
+    (5.5, "Memory cgroup out of memory", False),   # after the ratelimit interval: another burst's
+    (1.0, "Out of memory", False),                 # a global kill is never a memcg burst's
+])
+def test_bare_kill_is_attributed_only_within_the_ratelimit_interval(header_age, scope, inferred):
+    header = ("oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,oom_memcg=/b/x,"
+              "task_memcg=/b/x,task=cc1plus,pid=10,uid=0")
+    entries = [(100.0, header), (100.0, "Memory cgroup out of memory: Killed process 10 (cc1plus) total-vm:1kB"),
+               (100.0 + header_age, "%s: Killed process 11 (cc1plus) total-vm:1kB" % scope)]
+    kills, _xids = ke.find_events(entries, now=200.0)
+    bare = kills[1]
+    assert bare["cgroup_inferred"] is inferred
+    assert bare["cgroup"] == ("/b/x" if inferred else None)
+    assert bare["global"] is (scope == "Out of memory")
