@@ -110,6 +110,48 @@ ansible_facts:
       description: Recent OOM kills and GPU Xid errors from the kernel log, and which log was readable.
       returned: when the kernel_events subset is gathered
       type: dict
+      contains:
+        source:
+          description: The log read (V(kmsg), V(dmesg) or V(journal)), or null when none was readable.
+          type: str
+        readable:
+          description: Whether any kernel log could be read; V(false) makes the checks that need it C(unknown).
+          type: bool
+        message:
+          description: What was read and found, or why no log was readable.
+          type: str
+        oom_kills:
+          description: OOM kills within the window, oldest first.
+          type: list
+          elements: dict
+          contains:
+            pid:
+              description: The killed process.
+              type: int
+            process:
+              description: Its name.
+              type: str
+            age_seconds:
+              description: Seconds since the kill.
+              type: float
+            global:
+              description: V(true) for a whole-node OOM, V(false) for a memory cgroup's limit, null when the line does not say.
+              type: bool
+            cgroup:
+              description: The victim's memory cgroup.
+              type: str
+            oom_cgroup:
+              description: The memory cgroup whose limit was hit.
+              type: str
+            cgroup_inferred:
+              description:
+                - V(true) when the kernel logged this kill without its C(oom-kill:) header (it prints that at most
+                  10 times per 5 s) and the cgroups were taken from the header of the same burst.
+              type: bool
+        xids:
+          description: GPU Xid errors within the window, with their PCI device, code and whether the code is fatal.
+          type: list
+          elements: dict
 """
 
 from ansible.module_utils.basic import AnsibleModule
