@@ -8,7 +8,8 @@ On an N-node test fleet (real sshd per node, tests/fleet/fleetlib.py), medians o
 
 - ``ansible all -m ping``                                  (the floor: one module round trip per host)
 - ``ansible all -m setup -a gather_subset=hardware``       (what people use for memory facts today)
-- ``ansible-playbook playbooks/preflight.yml``, profiles ``[]`` (memory + build processes) and ``[build]``
+- ``ansible-playbook playbooks/preflight.yml`` with its default profiles ``[build, gpu]`` (every node has a stub
+  ``nvidia-smi`` replaying 8 healthy Blackwell GPUs), with ``[]`` (memory + build processes) and with ``[build]``
 - the seed's ``ssh root@node 'free -h; ps aux | grep ... | wc -l'`` to every node at once, with a
   fresh ssh connection each (cold) and over a ControlMaster opened beforehand (warm).
 
@@ -30,7 +31,7 @@ import time
 
 import benchlib
 from benchlib import BenchFailure
-from fleetlib import Fleet, parse_adhoc_status, run_adhoc, run_playbook
+from fleetlib import Fleet, install_gpus, parse_adhoc_status, run_adhoc, run_playbook
 
 PLAYBOOK = os.path.join(benchlib.REPO_ROOT, "playbooks", "preflight.yml")
 STAMP_PLUGINS = os.path.join(benchlib.BENCH_DIR, "callback_plugins")
@@ -39,15 +40,15 @@ RECAP_RE = re.compile(r"^(\S+)\s+:\s+ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+
 
 def preflight_vars(profiles, report_dir, write_reports=True):
     """Variables under which a healthy test node is ready (so the happy path is what is timed)."""
-    return {
-        "preflight_profiles": profiles,
+    extra = {} if profiles is None else {"preflight_profiles": profiles}  # None: the role's default profiles
+    return dict(extra, **{
         "preflight_write_reports": write_reports,
         "preflight_report_dir": report_dir,
         "preflight_min_available_memory": "512MiB",
         "preflight_min_free_disk": "512MiB",
         "preflight_min_free_inodes": 1000,
         "preflight_build_path": "/tmp",
-    }
+    })
 
 
 def check_playbook(label, result, hosts):
@@ -150,6 +151,8 @@ def commands(fleet, report_dir, breakdown):
     return [
         ("ping", "`ansible all -m ping`", ping),
         ("setup_hardware", "`ansible all -m setup -a gather_subset=hardware`", setup),
+        ("preflight_default", "`ansible-playbook playbooks/preflight.yml` (the default profiles `[build, gpu]`)",
+         preflight(None, "preflight_default")),
         ("preflight", "`ansible-playbook playbooks/preflight.yml` (profiles `[]`: memory + build processes)", preflight([], "preflight")),
         ("preflight_build", "`ansible-playbook playbooks/preflight.yml` (profiles `[build]`)", preflight(["build"], "preflight_build")),
         ("preflight_no_reports", "the same, profiles `[]`, `preflight_write_reports=false`",
@@ -183,6 +186,9 @@ def main():
     fleet = Fleet()
     try:
         fleet.start(nodes)
+        for node in fleet.nodes:
+            # The gpu profile's happy path: 8 healthy Blackwell GPUs from the captured-output stub.
+            install_gpus(node)
         breakdown = {}
         timed = commands(fleet, report_dir, breakdown)
         print("fleet of %d nodes up in %.1fs; warm-up round (not counted)" % (nodes, fleet.timings["start_seconds"]), flush=True)
@@ -205,13 +211,15 @@ def main():
              " ".join(benchlib.fmt_seconds(v) for v in samples[key])] for key, label, _run in timed]
     table = benchlib.markdown_table(["command (%d nodes)" % nodes, "median s", "vs ping", "all runs s"], rows)
     targets = []
-    for key in ("preflight", "preflight_build"):
+    for key in ("preflight_default", "preflight", "preflight_build"):
         ratio = medians[key] / ping
         targets.append(("%s <= 1.5 x ping" % key, ratio <= 1.5, "%.2fx" % ratio))
         targets.append(("%s < setup(hardware)" % key, medians[key] < medians["setup_hardware"],
                         "%.2fs vs %.2fs" % (medians[key], medians["setup_hardware"])))
-    phases = breakdown_table(breakdown.get("preflight", []), medians["ping"])
-    table += "\n\nWhere `ansible-playbook playbooks/preflight.yml` (profiles `[]`) spends its time (medians, from task start stamps):\n\n" + phases
+    for key, what in (("preflight_default", "the default profiles `[build, gpu]`"), ("preflight", "profiles `[]`")):
+        phases = breakdown_table(breakdown.get(key, []), medians["ping"])
+        table += "\n\nWhere `ansible-playbook playbooks/preflight.yml` (%s) spends its time (medians, from task start stamps):\n\n%s" % (
+            what, phases)
     notes = ["medians over %d rounds; every round ran every command once, in the order of the table" % repeat,
              "ansible runs reuse the inventory's ssh ControlMaster (ControlPersist), as consecutive runs do in practice"]
     data_breakdown = {key: [dict(run) for run in runs] for key, runs in breakdown.items()}

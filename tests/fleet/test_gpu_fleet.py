@@ -14,33 +14,10 @@ __metaclass__ = type
 import json
 import os
 
-from fleetlib import REPO_ROOT, TIMINGS, run_playbook
+from fleetlib import REPO_ROOT, TIMINGS, blackwell_rows, install_gpus, run_playbook
 
 PLAYBOOK = os.path.join(REPO_ROOT, "playbooks", "preflight.yml")
-STUB = os.path.join(REPO_ROOT, "tests", "fleet", "stubs", "nvidia-smi")
-BLACKWELL = os.path.join(REPO_ROOT, "tests", "unit", "plugins", "module_utils", "fixtures", "gpus", "rtx_pro_6000_x8")
-SBIN = "/usr/local/sbin"
 GPU_TIMEOUT = 4
-
-
-def blackwell_rows():
-    with open(os.path.join(BLACKWELL, "query-gpu.csv")) as handle:
-        lines = [line for line in handle.read().splitlines() if line.strip()]
-    return lines[0], lines[1:]
-
-
-def install_gpus(node, rows=None, hang=False):
-    """The stub as /usr/local/sbin/nvidia-smi on this node only, with its replay files beside it."""
-    header, healthy = blackwell_rows()
-    with open(STUB) as handle:
-        node.put_stub(SBIN + "/nvidia-smi", handle.read())
-    data = SBIN + "/nvidia-smi.d/"
-    node.put_stub(data + "query-gpu.csv", "\n".join([header] + (healthy if rows is None else rows)) + "\n", 0o644)
-    node.put_stub(data + "compute-apps.csv", "", 0o644)
-    with open(os.path.join(BLACKWELL, "version.txt")) as handle:
-        node.put_stub(data + "version.txt", handle.read(), 0o644)
-    if hang:
-        node.put_stub(data + "hang", "", 0o644)
 
 
 def with_ecc_errors(row, errors):

@@ -187,3 +187,37 @@ def test_default_interpreter_is_probed_in_process():
     python, torch, skbuild = _toolchain.collect_python(no_subprocess, None, 30, [])
     assert python["path"] == sys.executable and python["version"] == "%d.%d.%d" % sys.version_info[:3]
     assert torch["error"] is None and skbuild["error"] is None
+
+
+@pytest.mark.parametrize("entries, version", [
+    ({"scikit_build_core-0.10.7.dist-info/METADATA": "Metadata-Version: 2.1\nName: scikit-build-core\nVersion: 0.10.7\n\nVersion: 9\n"},
+     "0.10.7"),
+    # a project name as its author spelled it
+    ({"Scikit_Build.Core-0.11.1.dist-info/METADATA": "Name: Scikit-Build-Core\nVersion: 0.11.1\n"}, "0.11.1"),
+    # setuptools' egg-info, as a directory and as a single file
+    ({"scikit_build_core-0.9.0-py3.11.egg-info/PKG-INFO": "Metadata-Version: 1.0\nVersion: 0.9.0\n"}, "0.9.0"),
+    ({"scikit_build_core-0.8.2-py3.11.egg-info": "Metadata-Version: 1.0\nVersion: 0.8.2\n"}, "0.8.2"),
+    # two dist-infos (a stale one left behind): importlib.metadata decides, and it takes the first on sys.path
+    ({"scikit_build_core-0.10.7.dist-info/METADATA": "Version: 0.10.7\n",
+      "scikit_build_core-0.9.0.dist-info/METADATA": "Version: 0.9.0\n"}, ("0.10.7", "0.9.0")),
+    # no metadata at all: present, version unknown
+    ({}, None),
+])
+def test_installed_version_is_read_from_the_dist_info_beside_the_package(tmp_path, entries, version):
+    site = tmp_path / "site"
+    package = site / "scikit_build_core"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text(u"raise RuntimeError('the probe must not import it')\n")
+    for relative, content in entries.items():
+        path = site / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(u"" + content)
+    wrapper = tmp_path / "python3"
+    wrapper.write_text(u"#!/bin/sh\nPYTHONPATH=%s exec %s \"$@\"\n" % (site, sys.executable))
+    wrapper.chmod(0o755)
+    _python, _torch, skbuild = _toolchain.collect_python(run_with_timeout, str(wrapper), 30, [])
+    assert skbuild["present"] is True and skbuild["error"] is None
+    if isinstance(version, tuple):
+        assert skbuild["version"] in version
+    else:
+        assert skbuild["version"] == version

@@ -1,0 +1,37 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Role variables reach the readiness action: playbooks/preflight.yml on this host, its JSON report read back."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import subprocess
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+
+def preflight(tmp_path, *extra):
+    argv = ["ansible-playbook", "playbooks/preflight.yml", "-e", "preflight_report_dir=%s" % tmp_path,
+            "-e", "preflight_max_build_processes=100000", "-e", "preflight_min_available_memory=1MiB"]
+    for assignment in extra:
+        argv += ["-e", assignment]
+    return subprocess.run(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+                          env=dict(os.environ, ANSIBLE_NOCOLOR="1"), check=False)
+
+
+def test_kernel_events_window_reaches_the_node(tmp_path):
+    run = preflight(tmp_path, "preflight_kernel_events_window=120", '{"preflight_profiles": ["build"]}')
+    with open(str(tmp_path / "preflight.json")) as handle:
+        report = json.load(handle)
+    assert report["policy"]["kernel_events_window"] == 120, run.stdout
+    assert "Traceback" not in run.stdout
+
+
+def test_a_negative_kernel_events_window_is_refused_by_name(tmp_path):
+    run = preflight(tmp_path, "preflight_kernel_events_window=-5")
+    assert run.returncode != 0
+    assert "kernel_events_window: must be 0 or more, got -5" in run.stdout and "Traceback" not in run.stdout, run.stdout
