@@ -13,6 +13,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import re
+from concurrent.futures import ThreadPoolExecutor
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._human import human
 from ansible_collections.gpufleet.preflight.plugins.module_utils._run import find_executable, run_with_timeout, search_path
@@ -265,6 +266,16 @@ def query_devices(run, smi, timeout, fields=None):
         return rc, parse_query_gpu(out, fields), fields, unsupported, out, err
 
 
+def cuda_version(run, smi, timeout):
+    """The CUDA version the driver supports, from ``nvidia-smi --version`` or, before that existed, its table header."""
+    ver_rc, ver_out, _ver_err = run([smi, "--version"], timeout)
+    cuda = parse_cuda_version(ver_out) if ver_rc == 0 else None
+    if cuda is None and ver_rc is not None:
+        plain_rc, plain_out, _plain_err = run([smi], timeout)
+        cuda = parse_cuda_version(plain_out) if plain_rc == 0 else None
+    return cuda
+
+
 def collect_gpus(run=run_with_timeout, timeout=10, search_paths=None):
     """``gpufleet_gpus``: devices from nvidia-smi, or why there are none (``present: false`` and a ``state``).
 
@@ -298,7 +309,14 @@ def collect_gpus(run=run_with_timeout, timeout=10, search_paths=None):
         facts["message"] += "; fields this driver does not know: %s" % ", ".join(unsupported)
     facts["driver_version"] = next((dev["driver_version"] for dev in devices if dev["driver_version"]), None)
 
-    app_rc, app_out, app_err = run([smi, "--query-compute-apps=" + ",".join(COMPUTE_APPS_FIELDS), "--format=csv,noheader,nounits"], timeout)
+    # Each nvidia-smi call initialises NVML for every GPU (tenths of a second on an 8-GPU node): once the
+    # device query has answered, ask for the compute apps and the CUDA version side by side.
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        apps_call = pool.submit(run, [smi, "--query-compute-apps=" + ",".join(COMPUTE_APPS_FIELDS),
+                                      "--format=csv,noheader,nounits"], timeout)
+        cuda_call = pool.submit(cuda_version, run, smi, timeout)
+        app_rc, app_out, app_err = apps_call.result()
+        facts["cuda_version"] = cuda_call.result()
     if app_rc == 0:
         apps = parse_compute_apps(app_out)
         for dev in devices:
@@ -310,13 +328,6 @@ def collect_gpus(run=run_with_timeout, timeout=10, search_paths=None):
         facts["message"] += "; compute apps unknown (%s)" % (
             "timed out" if app_rc is None else _first_line(app_err) or _first_line(app_out) or "exit %s" % app_rc)
 
-    ver_rc, ver_out, _ver_err = run([smi, "--version"], timeout)
-    cuda = parse_cuda_version(ver_out) if ver_rc == 0 else None
-    if cuda is None and ver_rc is not None:
-        # Drivers before --version existed: the plain table's header carries it.
-        plain_rc, plain_out, _plain_err = run([smi], timeout)
-        cuda = parse_cuda_version(plain_out) if plain_rc == 0 else None
-    facts["cuda_version"] = cuda
     if not devices:
         facts["state"] = "ok"
         facts["message"] = "nvidia-smi ran but listed no GPUs"
