@@ -7,7 +7,7 @@ COLLECTION := $(COLLECTIONS)/ansible_collections/gpufleet/preflight
 export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 export PATH := $(BIN):$(PATH)
 
-.PHONY: setup preflight test system-deps sanity units integration lint build-check fleet bench clean
+.PHONY: setup preflight test system-deps sanity units integration lint build-check host build roles fleet bench clean
 
 setup: $(VENV)/.installed $(COLLECTION)
 
@@ -30,7 +30,7 @@ test: setup system-deps
 system-deps:
 	tests/system-deps.sh
 
-sanity units integration lint build-check fleet: setup
+sanity units integration lint build-check host build roles fleet: setup
 	tests/run-all.sh $@
 
 bench: setup system-deps
