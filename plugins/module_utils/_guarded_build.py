@@ -38,7 +38,7 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._cgroupfs impor
 )
 from ansible_collections.gpufleet.preflight.plugins.module_utils._cpus import collect_cpus
 from ansible_collections.gpufleet.preflight.plugins.module_utils._human import human, parse_size
-from ansible_collections.gpufleet.preflight.plugins.module_utils._kernel_events import kmsg_message, oom_lines_in_cgroup
+from ansible_collections.gpufleet.preflight.plugins.module_utils._kernel_events import KmsgFollower, oom_lines_in_cgroup
 from ansible_collections.gpufleet.preflight.plugins.module_utils._memory import (
     _read_parsed,
     collect_memory,
@@ -295,47 +295,6 @@ def find_artifacts(chdir, patterns):
 
 def artifacts_present(chdir, patterns):
     return all(glob.glob(os.path.join(chdir, pattern)) for pattern in patterns or [])
-
-
-class KernelLog(object):
-    """New ``/dev/kmsg`` records since :meth:`start`; silent when the log cannot be read (containers, non-root)."""
-
-    def __init__(self, path="/dev/kmsg"):
-        self.path = path
-        self.fd = None
-        self.error = None
-
-    def start(self):
-        self.close()
-        try:
-            self.fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)
-            os.lseek(self.fd, 0, os.SEEK_END)
-        except OSError as exc:
-            self.fd = None
-            self.error = "%s: %s" % (self.path, exc.strerror)
-
-    def messages(self):
-        found = []
-        if self.fd is None:
-            return found
-        for dummy in range(100000):
-            try:
-                record = os.read(self.fd, 8192)
-            except OSError as exc:
-                if exc.errno == errno.EPIPE:  # records overwritten while we read: skip ahead
-                    continue
-                break
-            if not record:
-                break
-            message = kmsg_message(record.decode("utf-8", "replace"))
-            if message is not None:
-                found.append(message)
-        return found
-
-    def close(self):
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
 
 
 # ---------------------------------------------------------------- I/O: the build's cgroup
@@ -603,7 +562,7 @@ class GuardedBuild(object):
     def run_attempt(self, attempt, jobs, deadline):
         self.env["CMAKE_BUILD_PARALLEL_LEVEL"] = str(jobs)
         self.env["MAX_JOBS"] = str(jobs)
-        kernel = KernelLog()
+        kernel = KmsgFollower()
         kernel.start()
         preexec = None
         if self.cgroup:

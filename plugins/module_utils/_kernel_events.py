@@ -347,3 +347,44 @@ def collect_kernel_events(window_seconds=86400, run=run_with_timeout, root="/", 
         return facts
     return empty_events(window_seconds, "no kernel log readable (%s): run as root or set kernel.dmesg_restrict=0"
                         % "; ".join(problems))
+
+
+class KmsgFollower(object):
+    """The ``/dev/kmsg`` messages logged after :meth:`start` (a build attempt's OOM lines, for example);
+    silent, with ``error`` set, where the log cannot be read (containers, non-root)."""
+
+    def __init__(self, root="/"):
+        self.path = os.path.join(root, "dev/kmsg")
+        self.fd = None
+        self.error = None
+
+    def start(self):
+        self.close()
+        try:
+            self.fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)
+            os.lseek(self.fd, 0, os.SEEK_END)  # only what comes from now on
+        except OSError as exc:
+            self.fd = None
+            self.error = "%s: %s" % (self.path, exc.strerror or exc)
+
+    def messages(self, limit=100000):
+        """The messages since :meth:`start` (or the previous call), at most ``limit`` records."""
+        found = []
+        for dummy in range(limit if self.fd is not None else 0):
+            try:
+                record = os.read(self.fd, 8192)
+            except OSError as exc:
+                if exc.errno == errno.EPIPE:  # records overwritten while we read: skip ahead
+                    continue
+                break
+            if not record:
+                break
+            message = kmsg_message(record.decode("utf-8", "replace"))
+            if message is not None:
+                found.append(message)
+        return found
+
+    def close(self):
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
