@@ -13,6 +13,10 @@ unshare          util-linux
 free             procps
 /usr/include/numa.h libnuma-dev
 shellcheck       shellcheck
+qemu-system-x86_64 qemu-system-x86
+qemu-img         qemu-utils
+debootstrap      debootstrap
+mkfs.ext4        e2fsprogs
 "
 
 missing=""
