@@ -16,7 +16,7 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._human import human
-from ansible_collections.gpufleet.preflight.plugins.module_utils._run import find_executable, run_with_timeout, search_path
+from ansible_collections.gpufleet.preflight.plugins.module_utils._run import did_not_exit, find_executable, run_with_timeout, search_path
 
 # (nvidia-smi field, key in a device). Order is the column order of the query.
 QUERY_FIELDS = (
@@ -219,6 +219,16 @@ def _first_line(text):
     return ""
 
 
+def timeout_message(timeout, stderr):
+    """What a timed-out nvidia-smi means: killed, or still there in D state (the run gave up on it)."""
+    if did_not_exit(stderr):
+        return ("nvidia-smi did not exit (D state: the driver is wedged): no answer within %ss and SIGKILL did not end "
+                "it; it was left behind (%s). Check `dmesg | grep -i xid`; a GPU reset or a reboot is needed"
+                % (timeout, stderr.strip()))
+    return ("nvidia-smi did not answer within %ss and was killed: the driver may be wedged; "
+            "check `dmesg | grep -i xid` and consider a GPU reset or reboot" % timeout)
+
+
 def empty_gpus(state, message, path=None):
     """The shape of ``gpufleet_gpus`` when no device could be listed."""
     return {
@@ -293,9 +303,7 @@ def collect_gpus(run=run_with_timeout, timeout=10, search_paths=None):
         facts = empty_gpus("error", "could not parse nvidia-smi --query-gpu output: %s" % exc, smi)
         return facts
     if rc is None:
-        facts = empty_gpus("timeout", "nvidia-smi did not answer within %ss and was killed: the driver may be wedged; "
-                                      "check `dmesg | grep -i xid` and consider a GPU reset or reboot" % timeout, smi)
-        return facts
+        return empty_gpus("timeout", timeout_message(timeout, err), smi)
     if rc != 0:
         state, hint = state_for_exit(rc)
         detail = _first_line(err) or _first_line(out)

@@ -5,7 +5,16 @@
 
 ``run_with_timeout`` is the ``run`` callable every collector takes: ``(argv, timeout) -> (rc, stdout, stderr)``.
 ``rc`` is ``None`` when the command ran past its timeout; its whole process group is then killed, because a
-wedged GPU driver leaves ``nvidia-smi`` (and anything it forked) hanging in the kernel.
+wedged GPU driver leaves ``nvidia-smi`` (and anything it forked) hanging in the kernel. A process in
+uninterruptible sleep (D state: a GPU fallen off the bus, a frozen cgroup) ignores even SIGKILL: it is then
+left behind after a short grace and the call returns anyway, its ``stderr`` saying so (:func:`did_not_exit`).
+Nothing here ever waits on a child without a limit.
+
+Programs are found one way, :func:`find_executable` over :func:`search_path`: the node's ``PATH`` first, in
+its order, then fixed fallback directories (``/usr/local/nvidia/bin``...). ``PATH`` comes first because it is
+what the operator gets when running the same command by hand over ssh (a venv's ``cmake`` before
+``/usr/bin/cmake``); ansible-core's ``get_bin_path`` puts its extra directories *before* ``PATH`` and would
+report a different tool than the one the operator sees.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -39,10 +48,43 @@ def _kill_group(proc):
             pass
 
 
-def run_with_timeout(argv, timeout, env=None, cwd=None):
+# After SIGKILL, how long to wait for the process to go; a longer wait only delays a wedged node's answer.
+KILL_GRACE = 2.0
+# The words a caller can look for in ``stderr`` (see :func:`did_not_exit`).
+DID_NOT_EXIT = "did not exit after SIGKILL"
+
+
+def process_state(pid, root="/"):
+    """The kernel's state letter of ``pid`` (``R``, ``S``, ``D``, ``Z``...), or None when it is gone."""
+    try:
+        with open(os.path.join(root, "proc", str(pid), "stat"), "rb") as handle:
+            text = handle.read().decode("utf-8", "replace")
+    except (IOError, OSError):
+        return None
+    fields = text[text.rfind(")") + 2:].split()
+    return fields[0] if fields else None
+
+
+def did_not_exit(stderr):
+    """Whether a ``run_with_timeout`` answer says the command outlived SIGKILL (it is still there)."""
+    return DID_NOT_EXIT in (stderr or "")
+
+
+def _close_pipes(proc):
+    for pipe in (proc.stdout, proc.stderr):
+        if pipe is not None:
+            try:
+                pipe.close()
+            except (IOError, OSError):
+                pass
+
+
+def run_with_timeout(argv, timeout, env=None, cwd=None, kill_grace=KILL_GRACE):
     """Run ``argv`` (no shell); ``(rc, stdout, stderr)``, ``rc`` None after ``timeout`` seconds.
 
-    A missing executable gives ``(127, '', '<why>')`` rather than an exception.
+    A missing executable gives ``(127, '', '<why>')`` rather than an exception. After a timeout the process group
+    is killed and waited for ``kill_grace`` seconds at most: a process that outlives SIGKILL (D state) is left
+    where it is and ``stderr`` says ``did not exit after SIGKILL`` with its pid and state.
     """
     try:
         proc = subprocess.Popen(
@@ -63,10 +105,21 @@ def run_with_timeout(argv, timeout, env=None, cwd=None):
         _kill_group(proc)
         try:
             # Pipes may still be held by a grandchild that escaped the group; do not wait on them forever.
-            out, err = proc.communicate(timeout=2)
+            out, err = proc.communicate(timeout=kill_grace)
         except subprocess.TimeoutExpired:
             out, err = b"", b""
-            proc.wait()
+            try:
+                proc.wait(timeout=0.1)
+            except subprocess.TimeoutExpired:
+                pass
+        _close_pipes(proc)
+        if proc.poll() is None:
+            # Unkillable (uninterruptible sleep in the kernel): never wait() on it. The Popen object keeps the pid
+            # on subprocess's list of children to reap later, should it ever exit.
+            state = process_state(proc.pid)
+            return None, _to_text(out), "%s: timed out after %ss and %s within %ss (pid %s, state %s%s); left behind" % (
+                argv[0], timeout, DID_NOT_EXIT, kill_grace, proc.pid, state or "?",
+                ": uninterruptible sleep" if state == "D" else "")
         return None, _to_text(out), "%s: timed out after %ss and was killed" % (argv[0], timeout)
     return proc.returncode, _to_text(out), _to_text(err)
 
