@@ -28,13 +28,44 @@ ARGUMENT_SPEC = dict(
 )
 
 
-def write_atomically(directory, name, content):
-    """Write aside, then rename over: a reader never sees half a report."""
+def current_umask():
+    """The process umask (reading it means setting it; set straight back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def resolve_report_dir(report_dir, cwd):
+    """Unset -> ``<cwd>/reports``; relative -> under ``cwd``. ``cwd`` is the real one (os.getcwd), not $PWD,
+    which an environment may lack or carry stale."""
+    return os.path.normpath(os.path.join(cwd, report_dir or "reports"))
+
+
+def foreign_files(directory, names):
+    """Existing files among ``names`` that are not earlier gpufleet reports: never overwritten silently."""
+    found = []
+    for name in names:
+        path = os.path.join(directory, name)
+        if not os.path.lexists(path):
+            continue
+        try:
+            with open(path, "rb") as handle:
+                head = handle.read(256)
+        except (IOError, OSError):
+            head = b""
+        if os.path.islink(path) or not os.path.isfile(path) or not _report.is_own_report(name, head):
+            found.append(path)
+    return found
+
+
+def write_atomically(directory, name, content, mode):
+    """Write aside, then rename over: a reader never sees half a report. ``mode``: 0666 less the umask,
+    as any file the user writes."""
     fd, tmp_path = tempfile.mkstemp(dir=directory, prefix="." + name + ".")
     try:
         with os.fdopen(fd, "w") as handle:
             handle.write(content)
-        os.chmod(tmp_path, 0o644)
+        os.chmod(tmp_path, mode)
         os.rename(tmp_path, os.path.join(directory, name))
     except BaseException:
         if os.path.exists(tmp_path):
@@ -61,18 +92,24 @@ class ActionModule(ActionBase):
         table = _report.render_table(report)
         files = []
         if args["write"]:
-            if not args["report_dir"]:
-                raise AnsibleActionFail("report_dir: needed to write the reports (or set write: false)")
+            report_dir = resolve_report_dir(args["report_dir"], os.getcwd())
             renders = (("preflight.json", _report.render_json), ("preflight.xml", _report.render_junit),
                        ("preflight.md", _report.render_markdown))
+            foreign = foreign_files(report_dir, [name for name, _render in renders])
+            if foreign:
+                raise AnsibleActionFail("report_dir: %s exist%s and %s not a report written by gpufleet.preflight; "
+                                        "nothing was overwritten: move %s away or choose another report_dir" % (
+                                            ", ".join(foreign), "s" if len(foreign) == 1 else "",
+                                            "is" if len(foreign) == 1 else "are", "it" if len(foreign) == 1 else "them"))
+            mode = 0o666 & ~current_umask()
             try:
-                if not os.path.isdir(args["report_dir"]):
-                    os.makedirs(args["report_dir"], 0o755)
-                files = [write_atomically(args["report_dir"], name, render(report)) for name, render in renders]
+                if not os.path.isdir(report_dir):
+                    os.makedirs(report_dir, 0o777)
+                files = [write_atomically(report_dir, name, render(report), mode) for name, render in renders]
             except (IOError, OSError) as exc:
                 raise AnsibleActionFail("report_dir: cannot write the reports to %s: %s; the previous reports there are "
                                         "left as they were (free space there or choose another report_dir)" % (
-                                            args["report_dir"], exc.strerror or exc))
+                                            report_dir, exc.strerror or exc))
         result.update(changed=False, report=report, table=table, gate=dict(abort=abort, reason=reason), files=files,
                       msg=_report.summary_line(report))
         return result

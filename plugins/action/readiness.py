@@ -12,35 +12,30 @@ import time
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _policy
-from ansible_collections.gpufleet.preflight.plugins.plugin_utils._node_checks import CHECKS as PROFILE_CHECKS
+from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _readiness_options
+from ansible_collections.gpufleet.preflight.plugins.plugin_utils._gpu_build_checks import CHECKS as PROFILE_CHECKS
 
 NODE_FACTS = "gpufleet.preflight.node_facts"
 
-ARGUMENT_SPEC = dict(
-    min_available_memory=dict(type="raw", default="8GiB"),
-    max_build_processes=dict(type="int", default=0),
-    max_memory_pressure=dict(type="float", default=10.0),
-    build_process_names=dict(type="list", elements="str", default=[]),
-    build_process_patterns=dict(type="list", elements="str", default=[]),
-    profiles=dict(type="list", elements="str", choices=list(_policy.PROFILES), default=list(_policy.PROFILES)),
-    expected_gpus=dict(type="int", default=8),
-    compute_capability=dict(type="str", default="12.0"),
-    min_driver_version=dict(type="str"),
-    allow_gpu_compute_apps=dict(type="bool", default=False),
-    nvcc_arch=dict(type="str", default="sm_120a"),
-    cmake_min_version=dict(type="str", default="3.18"),
-    build_path=dict(type="path", default="/tmp"),
-    min_free_disk=dict(type="raw", default="20GiB"),
-    min_free_inodes=dict(type="int", default=100000),
-    oom_window_minutes=dict(type="int", default=60),
-    custom_checks=dict(type="list", elements="dict", default=[]),
-    gpu_timeout=dict(type="float", default=10),
-    toolchain_python=dict(type="path"),
-    kernel_events_window=dict(type="int", default=86400),
-    wait=dict(type="float", default=0),
-    interval=dict(type="float", default=5),
-    fail_when_not_ready=dict(type="bool", default=True),
-)
+# Declared once, in plugin_utils/_readiness_options.py (the docs and the role follow from the same table).
+ARGUMENT_SPEC = _readiness_options.argument_spec()
+
+
+def node_failure_message(gathered):
+    """What the node said when node_facts failed: its own msg, plus the last line of its stderr or exception
+    (where a crash names its cause) and the exit code -- never a bare "node_facts failed"."""
+    parts = []
+    msg = str(gathered.get("msg") or "").strip()
+    if msg:
+        parts.append(msg)
+    for key in ("module_stderr", "exception", "module_stdout"):
+        lines = [line.strip() for line in str(gathered.get(key) or "").splitlines() if line.strip()]
+        if lines and lines[-1] not in msg:
+            parts.append("%s: %s" % (key, lines[-1]))
+            break
+    if gathered.get("rc") not in (None, 0):
+        parts.append("rc=%s" % gathered["rc"])
+    return "%s on the node failed: %s" % (NODE_FACTS, "; ".join(parts) or "it returned no message")
 
 
 class ActionModule(ActionBase):
@@ -73,8 +68,10 @@ class ActionModule(ActionBase):
         while True:
             attempts += 1
             gathered = self._execute_module(module_name=NODE_FACTS, module_args=node_args, task_vars=task_vars)
-            if gathered.get("unreachable") or gathered.get("failed"):
-                gathered.setdefault("msg", "node_facts failed")
+            if gathered.get("unreachable"):
+                return gathered
+            if gathered.get("failed"):
+                gathered["msg"] = node_failure_message(gathered)
                 return gathered
             facts = dict((key[len("gpufleet_"):], value) for key, value in gathered["ansible_facts"].items())
             checks = _policy.evaluate(facts, policy, PROFILE_CHECKS)

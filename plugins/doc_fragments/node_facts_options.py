@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet.preflight contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# GENERATED from plugins/plugin_utils/_readiness_options.py by tests/tools/gen_preflight_options.py: edit there.
 
 from __future__ import absolute_import, division, print_function
 
@@ -28,8 +29,8 @@ options:
     default: []
   gpu_timeout:
     description:
-      - Seconds to wait for C(nvidia-smi) before reporting the GPUs as timed out; a wedged driver makes it hang.
-        Must be greater than 0.
+      - Seconds to wait for C(nvidia-smi) before reporting the GPUs as timed out; a wedged driver makes it hang. Must
+        be a finite number greater than 0.
     type: float
     default: 10
   toolchain_python:

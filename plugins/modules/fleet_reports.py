@@ -28,7 +28,12 @@ options:
     type: dict
     required: true
   report_dir:
-    description: Directory on the controller for the three report files; created when missing.
+    description:
+      - Directory on the controller for the three report files; created when missing.
+      - Unset, C(reports) in the current directory of the controller process (where ansible-playbook was started);
+        a relative path is taken from there too.
+      - Files are written with the controller's umask (like any file the user writes). An existing file of the same
+        name that is not an earlier gpufleet.preflight report is never overwritten; the task fails naming it.
     type: path
   write:
     description: Write the files. With V(false) only the report, table and gate are returned.

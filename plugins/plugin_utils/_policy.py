@@ -10,10 +10,14 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import math
+import os
 import re
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._human import human, parse_size
-from ansible_collections.gpufleet.preflight.plugins.plugin_utils._checks import result, skipped, unknown
+from ansible_collections.gpufleet.preflight.plugins.module_utils._node_facts import SUBSETS as NODE_SUBSETS
+from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _readiness_options
+from ansible_collections.gpufleet.preflight.plugins.plugin_utils._checks import printable, result, skipped, unknown
 
 try:
     import jmespath
@@ -29,6 +33,23 @@ PROFILE_SUBSETS = {
     "gpu": ("gpus", "kernel_events"),
 }
 CUSTOM_CHECK_KEYS = ("name", "query", "equals", "max", "min", "message")
+
+# ``64GB``: ansible-core's human_to_bytes reads it as 64 GiB, a person may mean 64 x 10^9. Refused, not guessed.
+_DECIMAL_UNIT = re.compile(r"^\s*[0-9.]+\s*[kKmMgGtTpPeE][bB]\s*$")
+
+
+def parse_option_size(option, value):
+    """A size option in bytes: binary units (``64GiB``, ``64G``) or a byte count; ValueError naming ``option``."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError("%s: %r is not a size" % (option, value))
+    if isinstance(value, str) and _DECIMAL_UNIT.match(value):
+        number, unit = re.match(r"^\s*([0-9.]+)\s*(\w)", value).groups()
+        raise ValueError("%s: %r is ambiguous (decimal GB = 10^9 bytes, or GiB = 2^30?): write %s%siB for powers of 1024, "
+                         "or the number of bytes" % (option, value, number, unit.upper()))
+    try:
+        return parse_size(value)
+    except ValueError as exc:
+        raise ValueError("%s: %s" % (option, exc))
 
 
 # ---------------------------------------------------------------- validation
@@ -49,10 +70,7 @@ def parse_memory_requirement(value):
     if number is not None and (number < 0 or "." in text):
         raise ValueError(
             "min_available_memory: %r is neither a size like 64GiB nor a fraction of the effective total in (0, 1]" % (value,))
-    try:
-        return ("absolute", parse_size(text))
-    except ValueError as exc:
-        raise ValueError("min_available_memory: %s" % exc)
+    return ("absolute", parse_option_size("min_available_memory", value))
 
 
 def compile_custom_check(index, spec):
@@ -79,12 +97,17 @@ def compile_custom_check(index, spec):
             raise ValueError("%s (%s): %s must be a number, got %r" % (where, spec["name"], key, spec[key]))
     checked = dict(spec)
     checked["compiled"] = compiled
+    checked["subsets"] = custom_check_subsets(index, checked)
     return checked
 
 
 def validate_policy(args):
     """Return the policy with sizes parsed and expressions compiled; ValueError naming the option."""
     policy = dict(args)
+    for name in _readiness_options.names_of_type("float"):
+        # NaN compares false with everything (a wait that never ends, a timeout never reached); inf never ends.
+        if args.get(name) is not None and not math.isfinite(args[name]):
+            raise ValueError("%s: must be a finite number, got %s" % (name, args[name]))
     policy["min_available_memory"] = parse_memory_requirement(args["min_available_memory"])
     if args["max_build_processes"] < 0:
         raise ValueError("max_build_processes: must be 0 or more, got %s" % args["max_build_processes"])
@@ -101,19 +124,62 @@ def validate_policy(args):
     if args.get("compute_capability") and not re.match(r"^\d+\.\d+$", str(args["compute_capability"])):
         raise ValueError("compute_capability: %r is not a compute capability like 12.0 (Blackwell SM120) or 10.0 (B200)"
                          % (args["compute_capability"],))
-    for name in ("expected_gpus", "min_free_inodes", "oom_window_minutes", "kernel_events_window"):
+    for name in ("expected_gpus", "min_free_inodes", "oom_window_minutes", "kernel_events_window", "max_ecc_errors"):
         if args.get(name) is not None and args[name] < 0:
             raise ValueError("%s: must be 0 or more, got %s" % (name, args[name]))
     if args.get("min_free_disk") is not None:
-        try:
-            parse_size(args["min_free_disk"])
-        except ValueError as exc:
-            raise ValueError("min_free_disk: %s" % exc)
+        parse_option_size("min_free_disk", args["min_free_disk"])
+    if args.get("build_path") is not None and not os.path.isabs(args["build_path"]):
+        # Relative to what? The node's login directory is no build directory anyone meant.
+        raise ValueError("build_path: %r is not an absolute path on the node" % (args["build_path"],))
     for name in ("wait", "interval"):
         if args.get(name) is not None and args[name] < 0:
             raise ValueError("%s: must be 0 or more seconds, got %s" % (name, args[name]))
     policy["custom_checks"] = [compile_custom_check(i, spec) for i, spec in enumerate(args.get("custom_checks") or [])]
     return policy
+
+
+_FROM_CHILDREN = ("function_expression", "or_expression", "and_expression", "not_expression", "comparator",
+                  "multi_select_list", "multi_select_dict", "key_val_pair")
+_FROM_LEFT = ("subexpression", "index_expression", "pipe", "projection", "value_projection", "filter_projection", "flatten")
+
+
+def root_fields(node):
+    """The top-level fact names a parsed JMESPath expression reads, or None when it reads the whole (``@``, ``*``).
+
+    Only the left side of a path, pipe or projection is evaluated against the facts themselves; the right side
+    and filter conditions see its elements, and ``&expr`` arguments see list items. A shape not known here
+    also answers None, so the caller gathers everything rather than too little.
+    """
+    kind = node.get("type")
+    children = [child for child in node.get("children") or [] if isinstance(child, dict)]
+    if kind == "field":
+        return {node["value"]}
+    if kind in ("literal", "expref", "index", "slice"):
+        return set()
+    if kind in _FROM_LEFT:
+        return root_fields(children[0]) if children else set()
+    if kind in _FROM_CHILDREN:
+        found = set()
+        for child in children:
+            names = root_fields(child)
+            if names is None:
+                return None
+            found |= names
+        return found
+    return None
+
+
+def custom_check_subsets(index, spec):
+    """The node_facts subsets one compiled custom check needs; ``['all']`` when its expression reads the whole."""
+    names = root_fields(spec["compiled"].parsed)
+    if names is None:
+        return ["all"]
+    unknown_names = sorted(names - set(NODE_SUBSETS))
+    if unknown_names:
+        raise ValueError("custom_checks[%d] (%s): the query %r reads %s, which node_facts does not gather; the facts are %s"
+                         % (index, spec["name"], spec["query"], ", ".join(unknown_names), ", ".join(NODE_SUBSETS)))
+    return sorted(names)
 
 
 def subsets_for(policy):
@@ -122,9 +188,9 @@ def subsets_for(policy):
     for profile in policy.get("profiles") or ():
         wanted.extend(PROFILE_SUBSETS[profile])
     for spec in policy.get("custom_checks") or ():
-        root = spec["query"].lstrip("( ").split(".", 1)[0].split("[", 1)[0].strip()
-        if root:
-            wanted.append(root)
+        wanted.extend(spec["subsets"])
+    if "all" in wanted:
+        return ["all"]
     seen = []
     for name in wanted:
         if name not in seen:
@@ -152,10 +218,11 @@ def describe_processes(processes):
     groups = []
     by_name = {}
     for proc in processes:
-        if proc["name"] not in by_name:
-            by_name[proc["name"]] = []
-            groups.append(proc["name"])
-        by_name[proc["name"]].append(proc)
+        name = printable(proc["name"])  # a process may be named with escapes that colour the console
+        if name not in by_name:
+            by_name[name] = []
+            groups.append(name)
+        by_name[name].append(proc)
     parts = []
     for name in groups:
         procs = by_name[name]
@@ -213,11 +280,22 @@ def check_build_processes(facts, policy):
         return unknown(name, "<= %d" % allowed, "build-process facts were not gathered")
     count = procs["count"]
     ok = count <= allowed
-    message = ""
-    if not ok:
-        message = "%d build process%s still running: %s; wait for them, or end them with playbooks/reap.yml" % (
-            count, "" if count == 1 else "es", describe_processes(procs.get("processes") or []))
+    message = "" if ok else build_processes_message(count, procs.get("processes") or [])
     return result(name, ok, count, "<= %d" % allowed, message)
+
+
+def build_processes_message(count, processes):
+    """What to do about running build processes; a container's init (pid 1) cannot be reaped, only restarted."""
+    message = "%d build process%s still running: %s" % (count, "" if count == 1 else "es", describe_processes(processes))
+    inits = [proc for proc in processes if proc.get("pid") == 1]
+    if inits and len(inits) == len(processes):
+        return message + ("; pid 1 is this node's (container's) init, which playbooks/reap.yml cannot end: it counts as "
+                          "long as the container runs; restart the container with another entry point, or raise "
+                          "preflight_max_build_processes")
+    if inits:
+        return message + ("; wait for them, or end them with playbooks/reap.yml (not pid 1, this container's init, "
+                          "which counts as long as the container runs)")
+    return message + "; wait for them, or end them with playbooks/reap.yml"
 
 
 def check_memory_pressure(facts, policy):

@@ -13,7 +13,31 @@ __metaclass__ = type
 import json
 from xml.etree import ElementTree
 
+from ansible_collections.gpufleet.preflight.plugins.plugin_utils._checks import printable
+
 STATUSES = ("ready", "not_ready", "unreachable")
+
+# How each report file starts, so an earlier report can be replaced and anyone else's file never is.
+SIGNATURES = {
+    "preflight.json": b'{\n  "finished":',
+    "preflight.xml": b'<testsuites name="gpufleet.preflight"',
+    "preflight.md": b"# Fleet preflight\n",
+}
+
+def clean(value):
+    """``value`` with every string (and dict key) passed through ``printable``."""
+    if isinstance(value, dict):
+        return dict((clean(key), clean(item)) for key, item in value.items())
+    if isinstance(value, (list, tuple)):
+        return [clean(item) for item in value]
+    if isinstance(value, str):
+        return printable(value)
+    return value
+
+
+def is_own_report(name, head):
+    """Whether a file named ``name`` beginning with the bytes ``head`` is an earlier report (or empty)."""
+    return not head or head.startswith(SIGNATURES.get(name, b"\0"))
 
 
 def _entry_without_facts(status, reason, failed_checks=()):
@@ -63,13 +87,14 @@ def build_report(results, policy=None, started=None, finished=None):
     Without an explicit ``policy`` the report keeps the one every checked host used, or ``per_host``
     when group variables gave hosts different ones (each host entry keeps its own).
     """
-    hosts = dict((name, host_entry(results[name])) for name in sorted(results))
+    # Cleaned once here, so every rendering (JSON, JUnit, Markdown, console) shows the same escaped text.
+    hosts = clean(dict((name, host_entry(results[name])) for name in sorted(results)))
     if not policy:
         used = [entry["policy"] for entry in hosts.values() if entry.get("policy")]
         policy = used[0] if used and all(p == used[0] for p in used) else ({"per_host": True} if used else {})
     counts = dict((status, sum(1 for h in hosts.values() if h["status"] == status)) for status in STATUSES)
     counts["total"] = len(hosts)
-    return dict(summary=counts, hosts=hosts, policy=policy or {}, started=started, finished=finished)
+    return dict(summary=counts, hosts=hosts, policy=clean(policy or {}), started=started, finished=finished)
 
 
 def too_many_not_ready(report, max_not_ready):
@@ -116,7 +141,8 @@ def table_rows(report):
     rows = [("HOST", "STATUS", "EFFECTIVE AVAILABLE / TOTAL", "BUILD PROCS", "FIRST FAILED CHECK")]
     for name, entry in sorted(report["hosts"].items()):
         procs = "-" if entry["build_processes"] is None else str(entry["build_processes"])
-        rows.append((name, entry["status"].replace("_", " "), _memory_cell(entry), procs, entry["reason"] or "-"))
+        reason = " ".join((entry["reason"] or "-").split())  # one line per host, whatever the message holds
+        rows.append((name, entry["status"].replace("_", " "), _memory_cell(entry), procs, reason))
     return rows
 
 

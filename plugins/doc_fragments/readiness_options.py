@@ -1,0 +1,156 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# GENERATED from plugins/plugin_utils/_readiness_options.py by tests/tools/gen_preflight_options.py: edit there.
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+
+class ModuleDocFragment(object):
+    """The readiness policy's options (those that node_facts does not share)."""
+
+    DOCUMENTATION = r"""
+options:
+  min_available_memory:
+    description:
+      - Minimum B(effective) available memory (the tighter of the host's and the memory cgroup's).
+      - A size in binary units such as V(64GiB), V(512MiB) or V(64G) (all powers of 1024), a number of bytes, or a
+        fraction of the effective total such as V(0.8). Decimal units such as V(64GB) are refused as ambiguous.
+    type: raw
+    default: 8GiB
+  max_build_processes:
+    description:
+      - Most build processes (matched by executable name) allowed to be running. Must be 0 or more.
+    type: int
+    default: 0
+  max_memory_pressure:
+    description:
+      - Highest PSI C(some avg10) of C(/proc/pressure/memory), in percent (0 to 100). V(null) disables the check.
+    type: float
+    default: 10.0
+  profiles:
+    description:
+      - Which groups of checks apply. V(build) is a node that compiles (toolchain, disk, recent OOM kills), V(gpu)
+        a node that will serve (GPU count, compute capability, ECC, row remaps, Xid errors, compute apps, driver).
+      - Memory and build-process checks always apply.
+    type: list
+    elements: str
+    choices: [build, gpu]
+    default: [build, gpu]
+  expected_gpus:
+    description:
+      - How many GPUs nvidia-smi must report (gpu profile).
+    type: int
+    default: 8
+  compute_capability:
+    description:
+      - The compute capability every GPU must have, like V(12.0) for Blackwell SM120 or V(10.0) for B200 (gpu profile).
+    type: str
+    default: '12.0'
+  max_ecc_errors:
+    description:
+      - Most uncorrected ECC errors a GPU may have reported (gpu profile).
+    type: int
+    default: 0
+  fatal_xids:
+    description:
+      - NVIDIA Xid error codes that make a GPU unusable until it is reset (gpu profile); any of them within O(kernel_events_window)
+        fails the node.
+    type: list
+    elements: int
+    default: [48, 56, 57, 58, 62, 63, 64, 65, 68, 69, 73, 74, 79, 80, 81, 92, 119, 120]
+  allow_gpu_compute_apps:
+    description:
+      - Whether processes may already be running on the GPUs (gpu profile).
+    type: bool
+    default: false
+  allowed_gpu_compute_apps:
+    description:
+      - Names (or paths) of GPU processes that do not count as the GPUs being in use, like V(dcgm-exporter) (gpu profile).
+    type: list
+    elements: str
+    default: []
+  min_driver_version:
+    description:
+      - Lowest acceptable NVIDIA driver version, like V(570.86.15) (gpu profile).
+      - 'Unset: the oldest driver that runs what this node''s nvcc builds (from the CUDA release notes).'
+    type: str
+  nvcc_arch:
+    description:
+      - The GPU architecture nvcc must be able to compile for (build profile). sm_120 needs CUDA 12.8 or later.
+    type: str
+    default: sm_120a
+  cmake_min_version:
+    description:
+      - Lowest CMake version accepted (build profile).
+    type: str
+    default: '3.18'
+  cmake_max_version:
+    description:
+      - 'Newest CMake version accepted, compared at the precision it is written in (V(4.2) accepts 4.2.3) (build profile).
+        Unset: no limit.'
+    type: str
+  cmake_policy_version_minimum:
+    description:
+      - 'The C(CMAKE_POLICY_VERSION_MINIMUM) the build sets for CMake 4 or later, which refuses dependencies declaring
+        C(cmake_minimum_required) below 3.5 (build profile). Empty: CMake 4 or later fails the check.'
+    type: str
+    default: '3.5'
+  require_numa:
+    description:
+      - Whether numa.h and a linkable libnuma must be installed (build profile; mscclpp needs them).
+    type: bool
+    default: true
+  build_path:
+    description:
+      - The build directory whose filesystem must have room (build profile). An absolute path on the node.
+    type: path
+    default: /tmp
+  min_free_disk:
+    description:
+      - Minimum free space on O(build_path), a size in binary units like V(50GiB) or a number of bytes (build profile).
+    type: raw
+    default: 20GiB
+  min_free_inodes:
+    description:
+      - Minimum free inodes on O(build_path) (build profile).
+    type: int
+    default: 100000
+  oom_window_minutes:
+    description:
+      - No OOM kill in this node's memory cgroup (or a global one) may have happened within this many minutes (build
+        profile). V(0) disables the check.
+      - Kills by the limit of a M(gpufleet.preflight.guarded_build) cgroup are reported but pass; that build backed
+        off and resumed by itself.
+    type: int
+    default: 60
+  custom_checks:
+    description:
+      - Extra checks as JMESPath expressions over the gathered facts (keys without the C(gpufleet_) prefix, for example
+        C(gpus.devices[?temperature > `85`] | length(@))), evaluated on the controller.
+      - Each is a dict with C(name), C(query), one of C(equals), C(max) or C(min), and an optional C(message).
+      - The subsets an expression reads are found from its parsed form; when that is unclear (C(@) at the top) every
+        subset is gathered.
+      - An expression that selects nothing fails the check as unknown, with the expression in the message.
+    type: list
+    elements: dict
+    default: []
+  wait:
+    description:
+      - Seconds to keep re-checking a node that is not ready yet (processes still exiting after a restart, memory
+        still being reclaimed). Each re-check is one round trip. V(0) checks once.
+    type: float
+    default: 0
+  interval:
+    description:
+      - Seconds between re-checks while waiting.
+    type: float
+    default: 5
+  fail_when_not_ready:
+    description:
+      - Fail the host when it is not ready. With V(false) the verdict is only returned and set as a fact.
+    type: bool
+    default: true
+"""

@@ -1,0 +1,225 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The ONE declaration of every readiness option and preflight role variable.
+
+Everything else follows from ``OPTIONS``: the readiness action's argument spec (``argument_spec()``), the
+checks' defaults (``default()``), and -- written by ``tests/tools/gen_preflight_options.py`` -- the doc
+fragments ``readiness_options`` and ``node_facts_options``, ``roles/preflight/defaults/main.yml``,
+``roles/preflight/meta/argument_specs.yml`` and ``roles/preflight/tasks/check.yml``.
+``tests/unit/plugins/plugin_utils/test_readiness_options.py`` fails when any of them drifts from this table.
+
+Each entry: ``name`` (the action option; the role variable is ``preflight_<name>``), ``type``, ``default``,
+``description`` (a list of sentences; ``O(x)`` names another option and becomes ``O(preflight_x)`` in the role),
+optional ``elements``/``choices``, ``node`` (also a node_facts gathering option, documented in the
+``node_facts_options`` fragment), ``action`` (an option of the readiness action; false for role-only
+variables) and ``roles`` (the preflight role entry points that take it).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import copy
+
+from ansible_collections.gpufleet.preflight.plugins.module_utils._kernel_events import FATAL_XIDS
+
+CHECK = ("main", "check")
+
+OPTIONS = (
+    # ---------------------------------------------------------------- memory and build processes (always)
+    dict(name="min_available_memory", type="raw", default="8GiB", roles=CHECK, description=[
+        "Minimum B(effective) available memory (the tighter of the host's and the memory cgroup's).",
+        "A size in binary units such as V(64GiB), V(512MiB) or V(64G) (all powers of 1024), a number of bytes, or a "
+        "fraction of the effective total such as V(0.8). Decimal units such as V(64GB) are refused as ambiguous.",
+    ]),
+    dict(name="max_build_processes", type="int", default=0, roles=CHECK, description=[
+        "Most build processes (matched by executable name) allowed to be running. Must be 0 or more.",
+    ]),
+    dict(name="max_memory_pressure", type="float", default=10.0, roles=CHECK, description=[
+        "Highest PSI C(some avg10) of C(/proc/pressure/memory), in percent (0 to 100). V(null) disables the check.",
+    ]),
+    dict(name="build_process_names", type="list", elements="str", default=[], roles=CHECK, node=True, description=[
+        "Executable names to count as build processes B(in addition to) the defaults (cmake, ninja, make, gmake, cc1, "
+        "cc1plus, cicc, ptxas, nvcc, nvlink, fatbinary, cudafe++, collect2, ld and ld.* linkers). Shell globs allowed.",
+    ]),
+    dict(name="build_process_patterns", type="list", elements="str", default=[], roles=CHECK, node=True, description=[
+        "Python regular expressions matched against the whole command line of a process; a match counts it as a build "
+        "process too (for example a wrapper script).",
+    ]),
+    dict(name="profiles", type="list", elements="str", choices=["build", "gpu"], default=["build", "gpu"], roles=CHECK,
+         description=[
+             "Which groups of checks apply. V(build) is a node that compiles (toolchain, disk, recent OOM kills), "
+             "V(gpu) a node that will serve (GPU count, compute capability, ECC, row remaps, Xid errors, compute apps, "
+             "driver).",
+             "Memory and build-process checks always apply.",
+         ]),
+    # ---------------------------------------------------------------- profile gpu
+    dict(name="expected_gpus", type="int", default=8, roles=CHECK, description=[
+        "How many GPUs nvidia-smi must report (gpu profile).",
+    ]),
+    dict(name="compute_capability", type="str", default="12.0", roles=CHECK, description=[
+        "The compute capability every GPU must have, like V(12.0) for Blackwell SM120 or V(10.0) for B200 (gpu profile).",
+    ]),
+    dict(name="max_ecc_errors", type="int", default=0, roles=CHECK, description=[
+        "Most uncorrected ECC errors a GPU may have reported (gpu profile).",
+    ]),
+    dict(name="fatal_xids", type="list", elements="int", default=sorted(FATAL_XIDS), roles=CHECK, description=[
+        "NVIDIA Xid error codes that make a GPU unusable until it is reset (gpu profile); any of them within "
+        "O(kernel_events_window) fails the node.",
+    ]),
+    dict(name="allow_gpu_compute_apps", type="bool", default=False, roles=CHECK, description=[
+        "Whether processes may already be running on the GPUs (gpu profile).",
+    ]),
+    dict(name="allowed_gpu_compute_apps", type="list", elements="str", default=[], roles=CHECK, description=[
+        "Names (or paths) of GPU processes that do not count as the GPUs being in use, like V(dcgm-exporter) "
+        "(gpu profile).",
+    ]),
+    dict(name="min_driver_version", type="str", default=None, roles=CHECK, description=[
+        "Lowest acceptable NVIDIA driver version, like V(570.86.15) (gpu profile).",
+        "Unset: the oldest driver that runs what this node's nvcc builds (from the CUDA release notes).",
+    ]),
+    # ---------------------------------------------------------------- profile build
+    dict(name="nvcc_arch", type="str", default="sm_120a", roles=CHECK, description=[
+        "The GPU architecture nvcc must be able to compile for (build profile). sm_120 needs CUDA 12.8 or later.",
+    ]),
+    dict(name="cmake_min_version", type="str", default="3.18", roles=CHECK, description=[
+        "Lowest CMake version accepted (build profile).",
+    ]),
+    dict(name="cmake_max_version", type="str", default=None, roles=CHECK, description=[
+        "Newest CMake version accepted, compared at the precision it is written in (V(4.2) accepts 4.2.3) "
+        "(build profile). Unset: no limit.",
+    ]),
+    dict(name="cmake_policy_version_minimum", type="str", default="3.5", roles=CHECK, description=[
+        "The C(CMAKE_POLICY_VERSION_MINIMUM) the build sets for CMake 4 or later, which refuses dependencies declaring "
+        "C(cmake_minimum_required) below 3.5 (build profile). Empty: CMake 4 or later fails the check.",
+    ]),
+    dict(name="require_numa", type="bool", default=True, roles=CHECK, description=[
+        "Whether numa.h and a linkable libnuma must be installed (build profile; mscclpp needs them).",
+    ]),
+    dict(name="build_path", type="path", default="/tmp", roles=CHECK, description=[
+        "The build directory whose filesystem must have room (build profile). An absolute path on the node.",
+    ]),
+    dict(name="min_free_disk", type="raw", default="20GiB", roles=CHECK, description=[
+        "Minimum free space on O(build_path), a size in binary units like V(50GiB) or a number of bytes "
+        "(build profile).",
+    ]),
+    dict(name="min_free_inodes", type="int", default=100000, roles=CHECK, description=[
+        "Minimum free inodes on O(build_path) (build profile).",
+    ]),
+    dict(name="oom_window_minutes", type="int", default=60, roles=CHECK, description=[
+        "No OOM kill in this node's memory cgroup (or a global one) may have happened within this many minutes "
+        "(build profile). V(0) disables the check.",
+        "Kills by the limit of a M(gpufleet.preflight.guarded_build) cgroup are reported but pass; that build "
+        "backed off and resumed by itself.",
+    ]),
+    # ---------------------------------------------------------------- custom, gathering, waiting
+    dict(name="custom_checks", type="list", elements="dict", default=[], roles=CHECK, description=[
+        "Extra checks as JMESPath expressions over the gathered facts (keys without the C(gpufleet_) prefix, "
+        "for example C(gpus.devices[?temperature > `85`] | length(@))), evaluated on the controller.",
+        "Each is a dict with C(name), C(query), one of C(equals), C(max) or C(min), and an optional C(message).",
+        "The subsets an expression reads are found from its parsed form; when that is unclear (C(@) at the top) "
+        "every subset is gathered.",
+        "An expression that selects nothing fails the check as unknown, with the expression in the message.",
+    ]),
+    dict(name="gpu_timeout", type="float", default=10, roles=CHECK, node=True, description=[
+        "Seconds to wait for C(nvidia-smi) before reporting the GPUs as timed out; a wedged driver makes it hang. "
+        "Must be a finite number greater than 0.",
+    ]),
+    dict(name="toolchain_python", type="path", default=None, roles=CHECK, node=True, description=[
+        "The Python interpreter (for example a build venv's C(bin/python)) whose torch and scikit-build-core to inspect.",
+        "Defaults to the Python that runs the module on the node (C(ansible_python_interpreter)), inspected in-process.",
+    ]),
+    dict(name="kernel_events_window", type="int", default=86400, roles=CHECK, node=True, description=[
+        "How far back, in seconds, to report OOM kills and GPU Xid errors from the kernel log.",
+    ]),
+    dict(name="wait", type="float", default=0, roles=CHECK, description=[
+        "Seconds to keep re-checking a node that is not ready yet (processes still exiting after a restart, memory "
+        "still being reclaimed). Each re-check is one round trip. V(0) checks once.",
+    ]),
+    dict(name="interval", type="float", default=5, roles=CHECK, description=[
+        "Seconds between re-checks while waiting.",
+    ]),
+    dict(name="fail_when_not_ready", type="bool", default=True, roles=("main", "drop"), role_task=False, description=[
+        "Fail the host when it is not ready. With V(false) the verdict is only returned and set as a fact.",
+    ], role_description=[
+        "Drop a node that is not ready from the rest of the run (fail it) instead of only recording the verdict.",
+    ]),
+    # ---------------------------------------------------------------- role only: the fleet report and gate
+    dict(name="report_dir", type="path", default=None, roles=("report",), action=False, description=[
+        "Directory on the controller for C(preflight.json), C(preflight.xml) and C(preflight.md).",
+        "Unset: C(reports) in the directory ansible-playbook runs in. A relative path is taken from there too.",
+    ]),
+    dict(name="write_reports", type="bool", default=True, roles=("report",), action=False, description=[
+        "Write the report files. With V(false) only the console table and the gate are produced.",
+    ]),
+    dict(name="max_not_ready", type="raw", default=None, roles=("report",), action=False, description=[
+        "The most hosts of the play that may be not ready, as a count like V(2) or a percentage of the play's hosts "
+        "like V(25%) (rounded down); unreachable hosts count as not ready.",
+        "When more are not ready, every host of the play fails with the reason, so the plays after an "
+        "C(import_playbook) of C(gpufleet.preflight.preflight) do not run at all. Unset: no limit.",
+    ]),
+    dict(name="gate", type="dict", default={"abort": False, "reason": None}, roles=("drop",), action=False,
+         description=[
+             "The fleet gate from M(gpufleet.preflight.fleet_reports) (C(abort), C(reason)); when it aborts, every "
+             "node fails with its reason. Set by the C(report) entry point.",
+         ]),
+)
+
+# The preflight role's entry points; their options are the OPTIONS naming them in ``roles``.
+ENTRY_POINTS = (
+    ("main", dict(short_description="Check a node and drop it from the run when it is not ready", description=[
+        "Runs M(gpufleet.preflight.readiness) once per node and fails a node that is not ready, with a message that "
+        "names each failed check.",
+    ])),
+    ("check", dict(short_description="Only check a node and record the verdict (preflight_result, fact gpufleet_readiness)",
+                   description=[
+                       "One M(gpufleet.preflight.readiness) round trip; the result is registered as C(preflight_result).",
+                   ])),
+    ("report", dict(short_description="Once, on the controller: the fleet's reports and the preflight_max_not_ready gate",
+                    description=[
+                        "Runs M(gpufleet.preflight.fleet_reports) once over every host of the play (their "
+                        "C(preflight_result)), prints the console table and sets C(preflight_gate) for the C(drop) "
+                        "entry point.",
+                    ])),
+    ("drop", dict(short_description="Fail a node whose recorded verdict is not ready, or every node when the fleet gate "
+                                    "says stop",
+                  description=[
+                      "Fails this node when its C(preflight_result) is not ready (or it was unreachable), or every node "
+                      "when C(preflight_gate) aborts.",
+                  ])),
+)
+
+BY_NAME = dict((entry["name"], entry) for entry in OPTIONS)
+
+
+def default(name):
+    """The declared default of one option (a copy: callers may change lists)."""
+    return copy.deepcopy(BY_NAME[name]["default"])
+
+
+def defaults():
+    """Every action option's default: a complete policy for the pure checks and their tests."""
+    return dict((entry["name"], default(entry["name"])) for entry in OPTIONS if entry.get("action", True))
+
+
+def argument_spec():
+    """The readiness action's argument spec."""
+    spec = {}
+    for entry in OPTIONS:
+        if not entry.get("action", True):
+            continue
+        option = dict(type=entry["type"])
+        if entry.get("elements"):
+            option["elements"] = entry["elements"]
+        if entry.get("choices"):
+            option["choices"] = list(entry["choices"])
+        if entry["default"] is not None:
+            option["default"] = default(entry["name"])
+        spec[entry["name"]] = option
+    return spec
+
+
+def names_of_type(kind):
+    """Action option names declared with this type (e.g. every float, to refuse NaN and infinity)."""
+    return [entry["name"] for entry in OPTIONS if entry["type"] == kind and entry.get("action", True)]
