@@ -4,7 +4,9 @@
 """Where a process's cgroup lives in cgroupfs (v1 per controller, v2 unified), without systemd.
 
 The one home for ``/proc/<pid>/cgroup`` parsing, choosing the cgroup mount, the cgroup's directory
-under it and the walk up its ancestors; memory, cpus and guarded_build all build on these.
+under it, the walk up its ancestors and the rule that the tightest limit over them counts; memory, cpus and
+guarded_build all build on these. Also the kernel's id-list format (``0-3,8``) that cpusets and
+``/sys/devices/system/{cpu,node}/online`` share.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -13,7 +15,8 @@ __metaclass__ = type
 
 import os
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils._mountinfo import is_under, parse_mountinfo
+from ansible_collections.gpufleet.preflight.plugins.module_utils._mountinfo import parse_mountinfo
+from ansible_collections.gpufleet.preflight.plugins.module_utils._paths import is_within
 
 _CGROUP_MOUNT_FIELDS = ("root", "mount_point", "fstype", "super_options")
 
@@ -82,7 +85,7 @@ def _by_preference(candidates, cgroup_path):
     """Mounts whose root holds ``cgroup_path`` first, deepest root first (bind mounts of sub-trees), then the rest."""
     if cgroup_path is None:
         return list(candidates)
-    inside = [mount for mount in candidates if is_under(cgroup_path, mount["root"])]
+    inside = [mount for mount in candidates if is_within(cgroup_path, mount["root"])]
     inside.sort(key=lambda mount: len(mount["root"]), reverse=True)  # stable: file order among equals
     return inside + [mount for mount in candidates if mount not in inside]
 
@@ -126,7 +129,7 @@ def cgroup_dir_in_mount(mount, cgroup_path):
     path = cgroup_path or "/"
     if root == "/":
         relative = path
-    elif is_under(path, root):
+    elif is_within(path, root):
         relative = path[len(root):]
     else:
         return mount_point, "cgroup path %s is outside the mount root %s; using the mount point" % (path, root)
@@ -147,13 +150,45 @@ def ancestors(directory, mountpoint):
     top = os.path.normpath(mountpoint)
     current = os.path.normpath(directory)
     chain = [current]
-    while current != top and is_under(current, top):
+    while current != top and is_within(current, top):
         parent = os.path.dirname(current)
         if parent == current:
             break
         current = parent
         chain.append(current)
     return chain
+
+
+# ---------------------------------------------------------------- pure rules over what was read
+
+def parse_id_list(text):
+    """Kernel id list (``0-3,8,10-11``: cpus, NUMA nodes, cpusets) -> sorted list of ints; ValueError on anything else."""
+    ids = set()
+    for chunk in text.strip().split(","):
+        chunk = chunk.strip()
+        if not chunk:
+            continue
+        first, sep, last = chunk.partition("-")
+        first = int(first)
+        last = int(last) if sep else first
+        if first < 0 or last < first:
+            raise ValueError("%r is not a range of ids" % chunk)
+        ids.update(range(first, last + 1))
+    return sorted(ids)
+
+
+def tightest(levels):
+    """``[(where, value or None), ...]`` innermost first -> ``(value, where)`` of the smallest value.
+
+    The rule for limits over a cgroup and its ancestors: a parent's limit caps every child, so the smallest
+    one counts; ``None`` (no limit at that level) is skipped; on a tie the innermost level is named.
+    ``(None, None)`` when no level has a value.
+    """
+    best_value, best_where = None, None
+    for where, value in levels:
+        if value is not None and (best_value is None or value < best_value):
+            best_value, best_where = value, where
+    return best_value, best_where
 
 
 # ---------------------------------------------------------------- I/O
@@ -167,39 +202,56 @@ def read_text(path, name=None):
         return None, "%s: %s" % (name or path, exc.strerror or exc)
 
 
-def locate_controller(controller, root="/", pid="self"):
-    """Find ``pid``'s cgroup directory for ``controller`` (``memory``, ``cpu``).
+def under_root(root, node_path):
+    """A path as the node names it, found under ``root``: ``("/tmp/tree", "/proc/meminfo")`` -> ``/tmp/tree/proc/meminfo``."""
+    return os.path.join(root, node_path.lstrip("/"))
 
-    Returns ``{'version': 1|2|None, 'path': cgroup path, 'dir': directory, 'mountpoint': ..., 'errors': [...]}``,
-    directories under ``root``. v1 wins when the controller is mounted as v1 (a hybrid host like this one
-    mounts cgroup2 without the memory controller); v2 is used when its root lists the controller.
+
+def locate_controller(controller, root="/", pid="self"):
+    """Find ``pid``'s cgroup directory for ``controller`` (``memory``, ``cpu``): the one way every collector does it.
+
+    Returns ``{'version': 1|2|None, 'path': cgroup path, 'dir', 'mountpoint': directories under ``root``,
+    'node_dir', 'node_mountpoint': the same as the node names them, 'errors': [...]}``. v1 wins when the
+    controller is mounted as v1 (a hybrid host mounts cgroup2 without the memory controller); otherwise every
+    cgroup2 mount is tried, best first, and the first whose ``cgroup.controllers`` lists the controller is used.
+    Errors name files as the node names them; a located cgroup may still carry a note in ``errors``.
     """
-    result = {"version": None, "path": None, "dir": None, "mountpoint": None, "errors": []}
-    proc = os.path.join(root, "proc", str(pid))
-    cgroup_text, error = read_text(os.path.join(proc, "cgroup"))
-    if error:
-        result["errors"].append(error)
-        return result
-    mountinfo_text, error = read_text(os.path.join(proc, "mountinfo"))
-    if error:
-        result["errors"].append(error)
+    result = {"version": None, "path": None, "dir": None, "mountpoint": None, "node_dir": None,
+              "node_mountpoint": None, "errors": []}
+    cgroup_file = "/proc/%s/cgroup" % pid
+    mountinfo_file = "/proc/%s/mountinfo" % pid
+    cgroup_text, cgroup_error = read_text(under_root(root, cgroup_file), cgroup_file)
+    mountinfo_text, mountinfo_error = read_text(under_root(root, mountinfo_file), mountinfo_file)
+    if cgroup_error or mountinfo_error:
+        result["errors"].extend(error for error in (cgroup_error, mountinfo_error) if error)
         return result
     paths = parse_proc_cgroup(cgroup_text)
     mounts = parse_cgroup_mountinfo(mountinfo_text)
 
     def found(version, path, mount):
-        mountpoint = os.path.join(root, mount["mount_point"].lstrip("/"))
-        directory = cgroup_dir_in_mount({"root": mount["root"], "mount_point": mountpoint}, path)[0]
-        result.update(version=version, path=path, mountpoint=mountpoint, dir=directory)
+        node_dir, note = cgroup_dir_in_mount(mount, path)
+        result.update(version=version, path=path, node_dir=node_dir, node_mountpoint=mount["mount_point"],
+                      dir=under_root(root, node_dir), mountpoint=under_root(root, mount["mount_point"]))
+        if note:
+            result["errors"].append(note)
         return result
 
     mount = find_v1_mount(mounts, controller, paths.get(controller))
     if controller in paths and mount is not None:
         return found(1, paths[controller], mount)
+    without = None
     if "" in paths:
         for mount in cgroup2_mounts(mounts, paths[""]):
-            text, dummy = read_text(os.path.join(root, mount["mount_point"].lstrip("/"), "cgroup.controllers"))
-            if text is not None and has_controller(text, controller):
+            controllers_file = mount["mount_point"].rstrip("/") + "/cgroup.controllers"
+            text, error = read_text(under_root(root, controllers_file), controllers_file)
+            if text is None:
+                result["errors"].append(error)
+            elif has_controller(text, controller):
                 return found(2, paths[""], mount)
-    result["errors"].append("no %s cgroup controller mounted (v1 or v2)" % controller)
+            elif without is None:
+                without = (controllers_file, mount["mount_point"])
+    if without is not None:
+        result["errors"].append("%s: no %s controller in cgroup v2 at %s and none in v1" % (without[0], controller, without[1]))
+    elif not result["errors"]:
+        result["errors"].append("%s, %s: no %s cgroup mounted (v1 or v2)" % (cgroup_file, mountinfo_file, controller))
     return result

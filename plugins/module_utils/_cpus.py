@@ -19,23 +19,10 @@ from ansible.module_utils.six import string_types
 from ansible_collections.gpufleet.preflight.plugins.module_utils._cgroupfs import (
     ancestors,
     locate_controller,
+    parse_id_list,
     read_text,
+    tightest,
 )
-
-
-def parse_cpu_list(text):
-    """Kernel CPU list (``0-3,8,10-11``) -> sorted list of ints; ValueError on garbage."""
-    cpus = set()
-    for chunk in text.strip().split(","):
-        chunk = chunk.strip()
-        if not chunk:
-            continue
-        if "-" in chunk:
-            first, last = chunk.split("-", 1)
-            cpus.update(range(int(first), int(last) + 1))
-        else:
-            cpus.add(int(chunk))
-    return sorted(cpus)
 
 
 def parse_cfs_quota(quota_text, period_text):
@@ -114,18 +101,17 @@ def collect_cpus(root="/", affinity=None, pid="self"):
         errors.append(error)
     else:
         try:
-            online = len(parse_cpu_list(text))
+            online = len(parse_id_list(text))
         except ValueError:
             errors.append("%s: not a CPU list: %r" % (online_path, text.strip()))
 
     if affinity is None and root in ("/", "") and hasattr(os, "sched_getaffinity"):
         affinity = os.sched_getaffinity(0)
     if isinstance(affinity, string_types):
-        affinity = parse_cpu_list(affinity)
+        affinity = parse_id_list(affinity)
     affinity_count = len(affinity) if affinity is not None else None
 
-    quota_cpus = None
-    quota_dir = None
+    quotas = []  # (directory, cpus) innermost first: the tightest counts
     where = locate_controller("cpu", root=root, pid=pid)
     if where["dir"] is None:
         errors.extend(where["errors"])
@@ -141,6 +127,6 @@ def collect_cpus(root="/", affinity=None, pid="self"):
             if error and directory == where["dir"] and directory != os.path.normpath(where["mountpoint"]):
                 # the v2 root has no cpu.max: only the process's own directory must have it
                 errors.append(error)
-            if cpus is not None and (quota_cpus is None or cpus < quota_cpus):
-                quota_cpus, quota_dir = cpus, directory
+            quotas.append((directory, cpus))
+    quota_cpus, quota_dir = tightest(quotas)
     return cpus_facts(online, affinity_count, quota_cpus, quota_dir, errors)

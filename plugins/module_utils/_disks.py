@@ -14,7 +14,8 @@ __metaclass__ = type
 import os
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._human import human
-from ansible_collections.gpufleet.preflight.plugins.module_utils._mountinfo import is_under, parse_mountinfo
+from ansible_collections.gpufleet.preflight.plugins.module_utils._mountinfo import parse_mountinfo
+from ansible_collections.gpufleet.preflight.plugins.module_utils._paths import is_within
 
 
 def mount_for(path, mounts):
@@ -23,7 +24,7 @@ def mount_for(path, mounts):
     best = None
     for mount in mounts:
         point = mount["mount_point"]
-        if is_under(path, point):
+        if is_within(path, point):
             if best is None or len(point) >= len(best["mount_point"]):
                 best = mount
     return best

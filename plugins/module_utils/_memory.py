@@ -20,13 +20,11 @@ import os
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._cgroupfs import (
     ancestors,
-    cgroup_dir_in_mount,
-    find_cgroup2_mount,
-    find_v1_mount,
-    has_controller,
-    parse_cgroup_mountinfo,
-    parse_proc_cgroup_by_version,
-    read_text as read_file_text,
+    locate_controller,
+    parse_id_list,
+    read_text,
+    tightest,
+    under_root,
 )
 from ansible_collections.gpufleet.preflight.plugins.module_utils._human import with_human
 
@@ -165,18 +163,6 @@ def parse_pressure(text):
     return result
 
 
-def parse_node_list(text):
-    """Kernel cpu/node list ``0-1,3`` -> ``[0, 1, 3]``; ValueError on anything else."""
-    nodes = []
-    for chunk in text.strip().split(","):
-        chunk = chunk.strip()
-        if not chunk:
-            continue
-        first, sep, last = chunk.partition("-")
-        nodes.extend(range(int(first), int(last) + 1) if sep else [int(first)])
-    return nodes
-
-
 def effective_view(host, cgroup):
     """min(host, cgroup) for total and available; ``limited_by`` names the side that bounds *available*.
 
@@ -202,19 +188,14 @@ def effective_view(host, cgroup):
 # readers: everything below touches the filesystem, relative to `root`
 # --------------------------------------------------------------------------------------------
 
-def _host_path(root, node_path):
-    """``root`` + node path: ``("/tmp/tree", "/proc/meminfo")`` -> ``/tmp/tree/proc/meminfo``."""
-    return os.path.join(root, node_path.lstrip("/"))
-
-
-def read_text(root, node_path):
-    """``(text, None)`` or ``(None, "<node path>: <why>")`` - a missing file is a fact, not a crash."""
-    return read_file_text(_host_path(root, node_path), node_path)
+def read_node_text(root, node_path):
+    """``(text, None)`` or ``(None, "<node path>: <why>")`` for a file the node names ``node_path``, read under ``root``."""
+    return read_text(under_root(root, node_path), node_path)
 
 
 def _read_parsed(root, node_path, parser, errors, fallback):
     """Read and parse one file; on failure append ``"<path>: <why>; <fallback>"`` and return None."""
-    text, error = read_text(root, node_path)
+    text, error = read_node_text(root, node_path)
     if error is None:
         try:
             return parser(text)
@@ -232,49 +213,6 @@ def _empty_cgroup(errors):
     for name in ("limit", "high", "usage", "inactive_file", "working_set", "available"):
         cgroup.update(with_human(name, None))
     return cgroup
-
-
-def locate_memory_cgroup(root="/", proc_self="self"):
-    """Find the memory cgroup of ``/proc/<proc_self>``: ``(version, path, dir, mount_point, errors)``.
-
-    v1 wins when a v1 hierarchy carries ``memory`` (a controller is bound to one hierarchy
-    only); otherwise the cgroup2 mount, if its root lists ``memory`` in cgroup.controllers.
-    This host mounts cgroup2 at /sys/fs/cgroup/unified without the memory controller and v1
-    memory at /sys/fs/cgroup/memory.
-    """
-    errors = []
-    proc_cgroup = "/proc/%s/cgroup" % proc_self
-    proc_mountinfo = "/proc/%s/mountinfo" % proc_self
-    paths = _read_parsed(root, proc_cgroup, parse_proc_cgroup_by_version, errors, "cgroup view skipped")
-    mounts = _read_parsed(root, proc_mountinfo, parse_cgroup_mountinfo, errors, "cgroup view skipped")
-    if paths is None or mounts is None:
-        return None, None, None, None, errors
-
-    v1_path = paths["v1"].get("memory")
-    v1_mount = find_v1_mount(mounts, "memory", v1_path)
-    if v1_path is not None and v1_mount is not None:
-        directory, note = cgroup_dir_in_mount(v1_mount, v1_path)
-        if note:
-            errors.append(note)
-        return 1, v1_path, directory, v1_mount["mount_point"], errors
-
-    v2_path = paths["v2"]
-    v2_mount = find_cgroup2_mount(mounts, v2_path)
-    if v2_path is not None and v2_mount is not None:
-        controllers_file = v2_mount["mount_point"].rstrip("/") + "/cgroup.controllers"
-        has_memory = _read_parsed(root, controllers_file, lambda text: has_controller(text, "memory"), errors,
-                                  "assuming no memory controller")
-        if has_memory:
-            directory, note = cgroup_dir_in_mount(v2_mount, v2_path)
-            if note:
-                errors.append(note)
-            return 2, v2_path, directory, v2_mount["mount_point"], errors
-        if has_memory is not None:
-            errors.append("%s: no memory controller in cgroup v2 at %s and none in v1; no cgroup limit known"
-                          % (controllers_file, v2_mount["mount_point"]))
-        return None, None, None, None, errors
-    errors.append("%s, %s: no memory cgroup mounted (v1 or v2); no cgroup limit known" % (proc_cgroup, proc_mountinfo))
-    return None, None, None, None, errors
 
 
 _FILES = {
@@ -318,35 +256,32 @@ def read_cgroup_memory(root, version, path, directory, mount_point, errors):
     cgroup.update(with_human("inactive_file", inactive))
     cgroup.update(with_human("working_set", own_working_set))
 
-    limit = limit_dir = available = None
+    limits, headroom = [], []  # (level, bytes) innermost first: the tightest of each counts
     for level in ancestors(directory, mount_point):
-        is_hierarchy_root = level == (mount_point.rstrip("/") or "/")
-        if version == 2 and is_hierarchy_root:
+        if version == 2 and level == (mount_point.rstrip("/") or "/"):
             break  # the v2 root cgroup has no memory.max: it is never limited
         level_limit = _read_parsed(root, level + "/" + names["limit"], parse_limit, errors,
                                    "this level taken as unlimited")
         if level_limit is None:
             continue
-        if level == directory:
-            level_working_set = own_working_set
-        else:
-            level_working_set = working_set(*_read_usage(root, level, version, errors))
-        if limit is None or level_limit < limit:
-            limit, limit_dir = level_limit, level
+        level_working_set = own_working_set if level == directory else working_set(*_read_usage(root, level, version, errors))
+        limits.append((level, level_limit))
         if level_working_set is not None:
-            level_available = max(0, level_limit - level_working_set)
-            available = level_available if available is None else min(available, level_available)
+            # an ancestor's limit is shared with its other children: what is left under it is what counts
+            headroom.append((level, max(0, level_limit - level_working_set)))
 
     if version == 1:
         # A container that sees only its own sub-tree cannot walk to the ancestors that limit
         # it; v1's hierarchical_memory_limit already folds them in.
-        stat_text, _ignored = read_text(root, directory + "/memory.stat")
+        stat_text, _ignored = read_node_text(root, directory + "/memory.stat")
         hierarchical = parse_flat_keyed(stat_text or "").get("hierarchical_memory_limit")
-        if hierarchical is not None and hierarchical < V1_UNLIMITED_FROM and (limit is None or hierarchical < limit):
-            limit, limit_dir = hierarchical, directory + "/memory.stat:hierarchical_memory_limit"
+        if hierarchical is not None and hierarchical < V1_UNLIMITED_FROM:
+            where = directory + "/memory.stat:hierarchical_memory_limit"
+            limits.append((where, hierarchical))
             if own_working_set is not None:
-                own_available = max(0, hierarchical - own_working_set)
-                available = own_available if available is None else min(available, own_available)
+                headroom.append((where, max(0, hierarchical - own_working_set)))
+    limit, limit_dir = tightest(limits)
+    available, _where = tightest(headroom)
 
     cgroup["limit_dir"] = limit_dir
     cgroup.update(with_human("limit", limit))
@@ -366,7 +301,7 @@ def read_cgroup_memory(root, version, path, directory, mount_point, errors):
 
 def read_pressure(root="/"):
     """PSI for memory, or ``{present: False, reason}`` (kernel < 4.20 or booted with psi=0)."""
-    text, error = read_text(root, "/proc/pressure/memory")
+    text, error = read_node_text(root, "/proc/pressure/memory")
     if error is not None:
         return {"present": False, "reason": error}, error
     return parse_pressure(text), None
@@ -384,11 +319,14 @@ def collect_memory(root="/", proc_self="self"):
     if host["available_estimated"] and meminfo is not None:
         errors.append("/proc/meminfo: no MemAvailable (kernel < 3.14); available estimated as free + buff/cache")
 
-    version, path, directory, mount_point, cgroup_errors = locate_memory_cgroup(root, proc_self)
-    if version is None:
+    where = locate_controller("memory", root=root, pid=proc_self)
+    cgroup_errors = where["errors"]
+    if where["version"] is None:
+        cgroup_errors[:] = ["%s; no cgroup limit known" % error for error in cgroup_errors]
         cgroup = _empty_cgroup(cgroup_errors)
     else:
-        cgroup = read_cgroup_memory(root, version, path, directory, mount_point, cgroup_errors)
+        cgroup = read_cgroup_memory(root, where["version"], where["path"], where["node_dir"], where["node_mountpoint"],
+                                    cgroup_errors)
     errors.extend(cgroup_errors)
 
     pressure, pressure_error = read_pressure(root)
@@ -400,7 +338,7 @@ def collect_memory(root="/", proc_self="self"):
     if vmstat is not None and host_oom_kills is None:
         errors.append("/proc/vmstat: no oom_kill line (kernel < 4.13); host oom_kills unknown")
 
-    nodes = _read_parsed(root, "/sys/devices/system/node/online", parse_node_list, errors, "NUMA count unknown")
+    nodes = _read_parsed(root, "/sys/devices/system/node/online", parse_id_list, errors, "NUMA count unknown")
     numa = {"nodes": nodes or [], "count": len(nodes) if nodes is not None else None}
 
     return {

@@ -45,7 +45,3 @@ def parse_mountinfo(text):
         })
     return mounts
 
-
-def is_under(path, prefix):
-    """Whether ``path`` is ``prefix`` or below it as a directory (``/scratchpad`` is not under ``/scratch``)."""
-    return prefix == "/" or path == prefix or path.startswith(prefix.rstrip("/") + "/")

@@ -11,28 +11,14 @@ import pytest
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._cpus import (
     collect_cpus,
+    cpus_facts,
     parse_cfs_quota,
-    parse_cpu_list,
     parse_cpu_max,
+    quota_to_cpus,
     usable_cpus,
-)
-from ansible_collections.gpufleet.preflight.plugins.module_utils._cgroupfs import (
-    cgroup_dir,
-    parse_cgroup_mounts,
-    parse_proc_cgroup,
 )
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "cpus")
-
-
-@pytest.mark.parametrize("text, cpus", [
-    ("0-3\n", [0, 1, 2, 3]),
-    ("0-1,8,10-11", [0, 1, 8, 10, 11]),
-    ("5", [5]),
-    ("", []),
-])
-def test_parse_cpu_list(text, cpus):
-    assert parse_cpu_list(text) == cpus
 
 
 @pytest.mark.parametrize("quota, period, cpus", [
@@ -64,25 +50,14 @@ def test_usable_cpus(online, affinity, quota, usable):
     assert usable_cpus(online, affinity, quota) == usable
 
 
-def test_parse_proc_cgroup_and_mounts():
-    paths = parse_proc_cgroup("4:cpu,cpuacct:/docker/abc\n12:memory:/docker/abc\n0::/x\n")
-    assert paths == {"cpu": "/docker/abc", "cpuacct": "/docker/abc", "memory": "/docker/abc", "": "/x"}
-    mounts = parse_cgroup_mounts(
-        "33 31 0:30 / /sys/fs/cgroup/cpu,cpuacct rw - cgroup cgroup rw,cpu,cpuacct\n"
-        "40 31 0:37 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw,nsdelegate\n"
-        "41 31 0:38 / /sys/fs/cgroup/systemd rw - cgroup cgroup rw,xattr,name=systemd\n")
-    assert mounts["v1"]["cpu"] == ("/", "/sys/fs/cgroup/cpu,cpuacct")
-    assert "name=systemd" not in mounts["v1"] and "xattr" in mounts["v1"]
-    assert mounts["v2"] == [("/", "/sys/fs/cgroup/unified")]
+@pytest.mark.parametrize("quota, whole", [(None, None), (0.5, 1), (1.0, 1), (2.999, 2), (3.0, 3)])
+def test_quota_to_cpus(quota, whole):
+    assert quota_to_cpus(quota) == whole
 
 
-@pytest.mark.parametrize("mount, path, directory", [
-    (("/", "/sys/fs/cgroup/memory"), "/process_api/x", "/sys/fs/cgroup/memory/process_api/x"),
-    (("/", "/sys/fs/cgroup"), "/", "/sys/fs/cgroup"),
-    (("/kubepods/pod1", "/sys/fs/cgroup/memory"), "/kubepods/pod1/c1", "/sys/fs/cgroup/memory/c1"),
-])
-def test_cgroup_dir(mount, path, directory):
-    assert cgroup_dir(mount, path) == directory
+def test_cpus_facts_shape():
+    assert cpus_facts(8, 4, 2.5, "/sys/fs/cgroup/cpu/x", ["e"]) == {
+        "online": 8, "affinity": 4, "quota_cpus": 2.5, "quota_dir": "/sys/fs/cgroup/cpu/x", "usable": 2, "errors": ["e"]}
 
 
 @pytest.mark.parametrize("tree, affinity, expected", [
@@ -108,7 +83,3 @@ def test_collect_cpus_broken_tree_reports_errors():
     assert any("online" in error for error in facts["errors"])
     assert any("mountinfo" in error for error in facts["errors"])
 
-
-def test_collect_cpus_this_host():
-    facts = collect_cpus()
-    assert facts["usable"] == min(len(os.sched_getaffinity(0)), facts["online"])

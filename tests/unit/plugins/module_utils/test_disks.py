@@ -24,12 +24,6 @@ MOUNTINFO = u"""\
 """
 
 
-def test_parse_mountinfo_unescapes_octal():
-    mounts = _disks.parse_mountinfo(MOUNTINFO)
-    assert [m["mount_point"] for m in mounts][:4] == ["/", "/dev/shm", "/scratch", "/scratch/build dir"]
-    assert mounts[0]["fstype"] == "ext4" and mounts[0]["source"] == "/dev/vda"
-
-
 @pytest.mark.parametrize("path, point, fstype", [
     ("/", "/", "ext4"),
     ("/tmp/x", "/", "ext4"),

@@ -1,35 +1,29 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet.preflight contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""gpufleet_memory: parsers on text, collect_memory on fixture trees, and on this live host."""
+"""gpufleet_memory: parsers on text and collect_memory on fixture trees (this live host: tests/host/test_memory_host.py)."""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import json
 import os
 import shutil
-import subprocess
-import sys
 
 import pytest
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils import _memory
-from ansible_collections.gpufleet.preflight.plugins.module_utils._cgroupfs import (
-    ancestors,
-    cgroup_dir_in_mount as cgroup_dir,
-    parse_cgroup_mountinfo as parse_mountinfo,
-    parse_proc_cgroup_by_version as parse_proc_cgroup,
-)
 from ansible_collections.gpufleet.preflight.plugins.module_utils._memory import (
     collect_memory,
+    effective_view,
     free_view,
+    inactive_file_from_stat,
+    parse_flat_keyed,
     parse_meminfo,
-    parse_node_list,
+    parse_oom_kill_count,
     parse_pressure,
     parse_v1_limit,
     parse_v2_limit,
+    working_set,
 )
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "memory")
@@ -100,47 +94,6 @@ def test_free_view_estimates_available_without_memavailable():
 # parsers
 # --------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("text, expected", [
-    ("4:memory:/process_api/27dd\n2:cpu,cpuacct:/\n9:name=systemd:/\n0::/\n",
-     {"v1": {"memory": "/process_api/27dd", "cpu": "/", "cpuacct": "/", "name=systemd": "/"}, "v2": "/"}),
-    ("0::/user.slice/user-0.slice/session-1.scope\n", {"v1": {}, "v2": "/user.slice/user-0.slice/session-1.scope"}),
-    ("4:memory:/odd:name\n", {"v1": {"memory": "/odd:name"}, "v2": None}),
-    ("", {"v1": {}, "v2": None}),
-])
-def test_parse_proc_cgroup(text, expected):
-    assert parse_proc_cgroup(text) == expected
-
-
-def test_parse_mountinfo_skips_optional_fields_and_unescapes():
-    mounts = parse_mountinfo(
-        "35 31 0:32 /docker/abc /sys/fs/cgroup/memory ro,nosuid master:15 shared:3 - cgroup cgroup rw,memory\n"
-        "30 24 0:26 / /mnt/my\\040cgroup rw shared:5 - cgroup2 cgroup2 rw,nsdelegate\n"
-        "garbage line\n"
-    )
-    assert mounts == [
-        {"root": "/docker/abc", "mount_point": "/sys/fs/cgroup/memory", "fstype": "cgroup", "super_options": ["rw", "memory"]},
-        {"root": "/", "mount_point": "/mnt/my cgroup", "fstype": "cgroup2", "super_options": ["rw", "nsdelegate"]},
-    ]
-
-
-@pytest.mark.parametrize("mount_root, path, expected", [
-    ("/", "/a/b", ("/sys/fs/cgroup/memory/a/b", None)),
-    ("/", "/", ("/sys/fs/cgroup/memory", None)),
-    ("/docker/abc", "/docker/abc/build", ("/sys/fs/cgroup/memory/build", None)),
-    ("/docker/abc", "/docker/abc", ("/sys/fs/cgroup/memory", None)),
-    ("/docker/abc", "/docker/abcdef", ("/sys/fs/cgroup/memory",
-                                       "cgroup path /docker/abcdef is outside the mount root /docker/abc; using the mount point")),
-])
-def test_cgroup_dir_handles_mount_root(mount_root, path, expected):
-    assert cgroup_dir({"root": mount_root, "mount_point": V1_MEMORY}, path) == expected
-
-
-def test_ancestors_stop_at_the_mount_point():
-    assert ancestors("/sys/fs/cgroup/memory/a/b", V1_MEMORY) == [
-        "/sys/fs/cgroup/memory/a/b", "/sys/fs/cgroup/memory/a", "/sys/fs/cgroup/memory"]
-    assert ancestors(V1_MEMORY, V1_MEMORY + "/") == [V1_MEMORY]
-
-
 @pytest.mark.parametrize("parser, text, expected", [
     (parse_v1_limit, "9223372036854771712\n", None),
     (parse_v1_limit, "9223372036854710272\n", None),  # 64 KiB pages write a different "no limit"
@@ -150,15 +103,6 @@ def test_ancestors_stop_at_the_mount_point():
 ])
 def test_limits(parser, text, expected):
     assert parser(text) == expected
-
-
-@pytest.mark.parametrize("text, expected", [
-    ("0-1,3\n", [0, 1, 3]),
-    ("0\n", [0]),
-    ("\n", []),
-])
-def test_parse_node_list(text, expected):
-    assert parse_node_list(text) == expected
 
 
 def test_parse_pressure():
@@ -253,8 +197,8 @@ CASES = [
         "effective.limited_by": "host",
         "errors": [
             "/proc/meminfo: no MemAvailable (kernel < 3.14); available estimated as free + buff/cache",
-            "/proc/self/cgroup: No such file or directory; cgroup view skipped",
-            "/proc/self/mountinfo: No such file or directory; cgroup view skipped",
+            "/proc/self/cgroup: No such file or directory; no cgroup limit known",
+            "/proc/self/mountinfo: No such file or directory; no cgroup limit known",
             "/proc/pressure/memory: No such file or directory; pressure.present false",
             "/proc/vmstat: no oom_kill line (kernel < 4.13); host oom_kills unknown",
             "/sys/devices/system/node/online: No such file or directory; NUMA count unknown",
@@ -316,98 +260,48 @@ def test_unreadable_value_is_reported_by_name(tmp_path):
         " (invalid literal for int() with base 10: 'lots'); this level taken as unlimited"]
 
 
-# --------------------------------------------------------------------------------------------
-# the fixtures against the real `free -h` of this host (procps-ng), via a private mount namespace
-# --------------------------------------------------------------------------------------------
-
-def _real_free_h(meminfo_path):
-    script = "mount --bind %s /proc/meminfo && exec free -h" % meminfo_path
-    out = subprocess.check_output(["unshare", "--mount", "sh", "-c", script], universal_newlines=True)
-    lines = dict((line.split()[0], line.split()[1:]) for line in out.splitlines()[1:])
-    return dict(zip(("total", "used", "free", "shared", "buff_cache", "available"), lines["Mem:"]),
-                **dict(zip(("swap_total", "swap_used", "swap_free"), lines["Swap:"])))
+@pytest.mark.parametrize("text, expected", [
+    ("cache 10\ntotal_inactive_file 7\nbad line here\nx notanumber\n", {"cache": 10, "total_inactive_file": 7}),
+    ("oom 2\noom_kill 1\n", {"oom": 2, "oom_kill": 1}),
+    ("", {}),
+])
+def test_parse_flat_keyed(text, expected):
+    assert parse_flat_keyed(text) == expected
 
 
-REAL_FREE = [case for case, _expected in CASES if case != "old_kernel"]  # procps' no-MemAvailable guess differs on purpose
+@pytest.mark.parametrize("text, count", [
+    ("oom_kill_disable 0\nunder_oom 0\noom_kill 3\n", 3),   # v1 memory.oom_control
+    ("low 0\nhigh 0\nmax 4\noom 2\noom_kill 1\n", 1),      # v2 memory.events
+    ("oom_kill_disable 0\nunder_oom 0\n", None),             # v1 before 4.13
+    (None, None),
+])
+def test_parse_oom_kill_count(text, count):
+    assert parse_oom_kill_count(text) == count
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare") or not shutil.which("free"),
-                    reason="needs root, unshare and procps free")
-@pytest.mark.parametrize("case", REAL_FREE)
-def test_human_strings_equal_real_free_h(case):
-    meminfo_path = os.path.join(fixture(case), "proc", "meminfo")
-    expected = _real_free_h(meminfo_path)
-    with open(meminfo_path) as handle:
-        host = free_view(parse_meminfo(handle.read()))
-    assert dict((name, host[name + "_human"]) for name in expected) == expected
+@pytest.mark.parametrize("stat, version, inactive", [
+    ({"total_inactive_file": 5, "inactive_file": 3}, 1, 5),    # v1: hierarchical counter first
+    ({"inactive_file": 3}, 1, 3),
+    ({"total_inactive_file": 5, "inactive_file": 3}, 2, 3),    # v2 has no total_ counters
+    ({}, 2, None),
+])
+def test_inactive_file_from_stat(stat, version, inactive):
+    assert inactive_file_from_stat(stat, version) == inactive
 
 
-# --------------------------------------------------------------------------------------------
-# this live host (cgroup v1 memory controller)
-# --------------------------------------------------------------------------------------------
-
-def _own_v1_memory_path():
-    with open("/proc/self/cgroup") as handle:
-        return parse_proc_cgroup(handle.read())["v1"].get("memory")
+@pytest.mark.parametrize("usage, inactive, expected", [
+    (10, 4, 6), (10, None, 10), (4, 10, 0), (None, 4, None),
+])
+def test_working_set(usage, inactive, expected):
+    assert working_set(usage, inactive) == expected
 
 
-LIVE_V1 = pytest.mark.skipif(
-    not os.path.isdir(V1_MEMORY) or not os.path.exists("/proc/self/cgroup") or _own_v1_memory_path() is None,
-    reason="needs the cgroup v1 memory controller at /sys/fs/cgroup/memory")
-
-
-@LIVE_V1
-def test_live_host_matches_direct_reads():
-    path = _own_v1_memory_path()
-    directory = (V1_MEMORY + path).rstrip("/")
-    facts = collect_memory()
-    with open(directory + "/memory.usage_in_bytes") as handle:
-        usage = int(handle.read())
-    assert facts["cgroup"]["version"] == 1
-    assert facts["cgroup"]["path"] == path
-    assert facts["cgroup"]["dir"] == directory
-    assert abs(facts["cgroup"]["usage_bytes"] - usage) <= 64 * MiB
-    assert facts["effective"]["total_bytes"] <= facts["host"]["total_bytes"]
-    assert facts["errors"] == []
-
-
-CHILD = """
-import json, sys
-sys.stdin.readline()  # wait until the parent has moved us into the test cgroup
-from ansible_collections.gpufleet.preflight.plugins.module_utils._memory import collect_memory
-print(json.dumps(collect_memory()))
-"""
-
-
-@LIVE_V1
-@pytest.mark.skipif(os.geteuid() != 0, reason="creating a memory cgroup needs root")
-def test_child_in_256mib_cgroup_sees_256mib():
-    collections_root = os.path.abspath(os.path.join(os.path.dirname(_memory.__file__), *([os.pardir] * 5)))
-    child_dir = (V1_MEMORY + _own_v1_memory_path()).rstrip("/") + "/gpufleet-test-memory-%d" % os.getpid()
-    os.mkdir(child_dir)
-    try:
-        with open(child_dir + "/memory.limit_in_bytes", "w") as handle:
-            handle.write(str(256 * MiB))
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join([collections_root] + sys.path))
-        child = subprocess.Popen([sys.executable, "-c", CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                 env=env, universal_newlines=True)
-        try:
-            with open(child_dir + "/cgroup.procs", "w") as handle:
-                handle.write(str(child.pid))
-            out, _err = child.communicate("go\n", timeout=120)
-        finally:
-            if child.poll() is None:
-                child.kill()
-                child.wait()
-        assert child.returncode == 0
-        facts = json.loads(out)
-        assert facts["cgroup"]["dir"] == child_dir
-        assert facts["cgroup"]["limit_bytes"] == 256 * MiB
-        assert facts["cgroup"]["limit_dir"] == child_dir
-        assert 0 < facts["cgroup"]["usage_bytes"] < 256 * MiB
-        assert facts["effective"]["total_bytes"] == 256 * MiB
-        assert facts["effective"]["total_human"] == "256Mi"
-        assert facts["effective"]["limited_by"] == "cgroup"
-        assert facts["effective"]["available_bytes"] == facts["cgroup"]["available_bytes"] < 256 * MiB
-    finally:
-        os.rmdir(child_dir)
+@pytest.mark.parametrize("host, cgroup, expected", [
+    ((16 * GiB, 12 * GiB), {"limit_bytes": None, "available_bytes": None}, (16 * GiB, 12 * GiB, "host")),
+    ((16 * GiB, 12 * GiB), {"limit_bytes": 2 * GiB, "available_bytes": GiB}, (2 * GiB, GiB, "cgroup")),
+    ((16 * GiB, 12 * GiB), {"limit_bytes": 2 * GiB, "available_bytes": None}, (2 * GiB, 2 * GiB, "cgroup")),
+    ((16 * GiB, GiB), {"limit_bytes": 2 * GiB, "available_bytes": 2 * GiB}, (2 * GiB, GiB, "host")),
+])
+def test_effective_view(host, cgroup, expected):
+    view = effective_view({"total_bytes": host[0], "available_bytes": host[1]}, cgroup)
+    assert (view["total_bytes"], view["available_bytes"], view["limited_by"]) == expected
