@@ -1,0 +1,290 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What a CMake source tree (sgl-kernel's) will build and fetch, read from its files.
+
+Pure parsers first:
+
+* ``parse_fetchcontent(text)``: the ``FetchContent_Declare`` calls of one CMake file (name, git repository and
+  tag, or URL).
+* ``parse_ninja_cuda_steps(text)``: the CUDA compile steps of a generated ``build.ninja`` with the GPU
+  architectures each one compiles for (``-gencode``, ``--generate-code``, ``-arch=sm_XX``).
+* ``summarize_cuda_steps(steps, keep)``: steps per target, architectures, and the steps that still compile
+  for an architecture not in ``keep``.
+* ``cmake_cache_notfound(text)``: cache entries whose value is ``<VAR>-NOTFOUND`` (a failed find_library or
+  find_path cached by a failed configure).
+* ``fetchcontent_var(name)``: the ``FETCHCONTENT_SOURCE_DIR_<NAME>`` variable of a FetchContent name.
+
+Then the collectors that read files: ``scan_fetchcontent(src, offline_dir, sources)`` walks the tree's CMake
+files, finds every declared name, looks for its offline copy, and walks into that copy too (nested
+declarations, such as mscclpp's json, nanobind and dlpack), reporting what is missing; ``read_ninja_summary``.
+"""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+import re
+
+_COMMENT = re.compile(r"#\[(=*)\[.*?\]\1\]|#[^\n]*", re.S)
+_DECLARE = re.compile(r"\bFetchContent_Declare\s*\(([^)]*)\)", re.I | re.S)
+_TOKEN = re.compile(r'"((?:[^"\\]|\\.)*)"|([^\s"]+)')
+_MAKE_AVAILABLE = re.compile(r"\bFetchContent_MakeAvailable\s*\(([^)]*)\)", re.I | re.S)
+_ADD_SUBDIR = re.compile(r"\badd_subdirectory\s*\(\s*\"?\$\{([A-Za-z0-9_.+-]+)_SOURCE_DIR\}", re.I)
+_DECLARE_KEYWORDS = ("GIT_REPOSITORY", "GIT_TAG", "URL", "URL_HASH", "SOURCE_DIR", "SOURCE_SUBDIR")
+
+# -gencode=arch=compute_90a,code=sm_90a | -gencode arch=... | --generate-code=arch=compute_120,code=[compute_120,sm_120]
+_GENCODE = re.compile(r"(?:-gencode|--generate-code)[= ]arch=compute_(\d+[a-z]?),code=(\[[^\]]*\]|[a-z]+_\d+[a-z]?)")
+_ARCH = re.compile(r"(?:-arch|--gpu-architecture)[= ](?:sm|compute)_(\d+[a-z]?)")
+_CODE_ARCH = re.compile(r"(?:sm|compute|lto)_(\d+[a-z]?)")
+_NOTFOUND = re.compile(r"^([A-Za-z0-9_.+-]+):([A-Z]+)=(.*-NOTFOUND)\s*$", re.M)
+
+
+def _strip_comments(text):
+    return _COMMENT.sub("", text)
+
+
+def parse_fetchcontent(text):
+    """``FetchContent_Declare(name KEY value ...)`` calls -> [{name, git_repository, git_tag, url}] in order."""
+    declared = []
+    for match in _DECLARE.finditer(_strip_comments(text)):
+        tokens = [quoted if quoted or plain is None else plain for quoted, plain in _TOKEN.findall(match.group(1))]
+        tokens = [token for token in tokens if token != ""]
+        if not tokens:
+            continue
+        entry = {"name": tokens[0], "git_repository": None, "git_tag": None, "url": None}
+        for index, token in enumerate(tokens[1:-1], start=1):
+            if token in _DECLARE_KEYWORDS and token.lower() in entry and entry[token.lower()] is None:
+                entry[token.lower()] = tokens[index + 1]
+        declared.append(entry)
+    return declared
+
+
+def parse_subprojects(text):
+    """Names whose CMake files a configure reads: ``FetchContent_MakeAvailable(a b)`` and
+    ``add_subdirectory(${a_SOURCE_DIR} ...)`` -> lower-case names. A name only given to FetchContent_Populate
+    is a source tree, not a sub-project: the names it declares itself are never fetched."""
+    text = _strip_comments(text)
+    names = set()
+    for match in _MAKE_AVAILABLE.finditer(text):
+        names.update(token.lower() for token in match.group(1).split())
+    names.update(name.lower() for name in _ADD_SUBDIR.findall(text))
+    return names
+
+
+def fetchcontent_var(name):
+    """FetchContent's per-name cache variable: ``repo-cutlass`` -> ``FETCHCONTENT_SOURCE_DIR_REPO-CUTLASS``."""
+    return "FETCHCONTENT_SOURCE_DIR_" + name.upper()
+
+
+def arch_number(arch):
+    """``sm_120a``, ``compute_120a``, ``120a``, ``12.0`` -> ``120``; None when it is not an architecture."""
+    text = str(arch).strip().lower()
+    match = re.match(r"^(\d+)\.(\d)[a-z]?$", text)
+    if match:
+        return match.group(1) + match.group(2)
+    match = re.match(r"^(?:sm_|compute_|lto_)?(\d+)[a-z]?(?:-real|-virtual)?$", text)
+    return match.group(1) if match else None
+
+
+def _flag_archs(flags):
+    archs = set()
+    for virtual, code in _GENCODE.findall(flags):
+        archs.add(virtual)
+        archs.update(_CODE_ARCH.findall(code))
+    archs.update(_ARCH.findall(flags))
+    return archs
+
+
+def _ninja_logical_lines(text):
+    """Join ninja's ``$``-newline continuations."""
+    return re.sub(r"\$\n[ \t]*", "", text).split("\n")
+
+
+def _ninja_unescape(path):
+    return re.sub(r"\$([ :$])", r"\1", path)
+
+
+def parse_ninja_cuda_steps(text):
+    """The CUDA compile steps of a CMake-generated build.ninja.
+
+    -> [{"output", "source", "target", "archs": sorted list}] where ``archs`` holds every architecture the
+    step's FLAGS name (virtual and real, e.g. ``["120a"]`` or ``["80", "90", "90a"]``).
+    """
+    steps = []
+    current = None
+    for line in _ninja_logical_lines(text):
+        if line.startswith("build "):
+            current = None
+            head = line[len("build "):]
+            match = re.match(r"((?:[^:$]|\$.)+):\s+(\S+)\s*(.*)$", head)
+            if not match or not match.group(2).startswith("CUDA_COMPILER__"):
+                continue
+            inputs = re.split(r"(?<!\$)\s+", match.group(3).split("||")[0].split(" | ")[0].strip())
+            rule_target = re.sub(r"^CUDA_COMPILER__", "", match.group(2))
+            current = {"output": _ninja_unescape(match.group(1).strip()),
+                       "source": _ninja_unescape(inputs[0]) if inputs and inputs[0] else None,
+                       "target": None, "rule_target": rule_target, "flags": ""}
+            steps.append(current)
+        elif current is not None and line.startswith("  "):
+            key, _, value = line.strip().partition(" = ")
+            if key == "FLAGS":
+                current["flags"] = value
+            elif key == "OBJECT_DIR":
+                found = re.search(r"CMakeFiles/([^/]+)\.dir$", value.strip())
+                if found:
+                    current["target"] = found.group(1)
+        elif not line.strip():
+            continue
+        else:
+            current = None
+    result = []
+    for step in steps:
+        target = step["target"] or re.sub(r"_(unscanned_)?[A-Za-z]*$", "", step["rule_target"])
+        result.append({"output": step["output"], "source": step["source"], "target": target,
+                       "archs": sorted(_flag_archs(step["flags"]), key=_arch_sort_key)})
+    return result
+
+
+def _arch_sort_key(arch):
+    number = arch_number(arch) or "0"
+    return (int(number), arch)
+
+
+def summarize_cuda_steps(steps, keep=None):
+    """Counts for people and for the refusal.
+
+    ``keep``: architecture numbers wanted (``["120"]``); None keeps everything.
+    -> {"cuda_steps", "archs", "targets": {target: {"steps", "archs"}}, "other_arch_steps",
+        "other_archs", "other_examples" (up to 5 outputs)}
+    """
+    keep_numbers = None if keep is None else set(arch_number(arch) for arch in keep)
+    archs = set()
+    targets = {}
+    others = []
+    other_archs = set()
+    for step in steps:
+        archs.update(step["archs"])
+        entry = targets.setdefault(step["target"], {"steps": 0, "archs": set()})
+        entry["steps"] += 1
+        entry["archs"].update(step["archs"])
+        if keep_numbers is not None:
+            unwanted = [arch for arch in step["archs"] if arch_number(arch) not in keep_numbers]
+            if unwanted:
+                others.append(step["output"])
+                other_archs.update(unwanted)
+    return {
+        "cuda_steps": len(steps),
+        "archs": sorted(archs, key=_arch_sort_key),
+        "targets": dict((name, {"steps": value["steps"], "archs": sorted(value["archs"], key=_arch_sort_key)})
+                        for name, value in sorted(targets.items())),
+        "other_arch_steps": len(others),
+        "other_archs": sorted(other_archs, key=_arch_sort_key),
+        "other_examples": others[:5],
+    }
+
+
+def cmake_cache_notfound(text):
+    """CMakeCache.txt text -> {VAR: value} for every ``VAR:TYPE=...-NOTFOUND`` entry."""
+    return dict((name, value) for name, _type, value in _NOTFOUND.findall(text))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# collectors (read files)
+
+_CMAKE_FILE = re.compile(r"^(CMakeLists\.txt|.*\.cmake)$")
+_SKIP_DIRS = frozenset((".git", "build", "node_modules", "__pycache__", "_deps"))
+
+
+def _cmake_files(top):
+    """CMakeLists.txt and *.cmake under ``top``, skipping VCS and build folders and test/example/doc trees that
+    a configure does not read (a library's tests/examples declare their own FetchContent names)."""
+    skip = _SKIP_DIRS | frozenset(("test", "tests", "examples", "example", "docs", "doc", "benchmarks", "3rdparty"))
+    for root, dirs, files in os.walk(top):
+        dirs[:] = sorted(d for d in dirs if d not in skip and not d.startswith("."))
+        for name in sorted(files):
+            if _CMAKE_FILE.match(name):
+                yield os.path.join(root, name)
+
+
+def _read(path, limit=4 * 1024 * 1024):
+    with open(path, "rb") as handle:
+        return handle.read(limit).decode("utf-8", "replace")
+
+
+def find_offline_dir(name, offline_dir=None, sources=None):
+    """Where a FetchContent name's sources are: ``sources[name]`` (any case), else ``offline_dir/<name>``
+    (exact, then lower case); None when absent. A path counts only as a non-empty directory."""
+    candidates = []
+    for key, value in (sources or {}).items():
+        if key.lower() == name.lower() or fetchcontent_var(key) == fetchcontent_var(name):
+            candidates.append(value)
+    if offline_dir:
+        candidates += [os.path.join(offline_dir, name), os.path.join(offline_dir, name.lower())]
+    for path in candidates:
+        if path and os.path.isdir(path) and os.listdir(path):
+            return path
+    return None
+
+
+def scan_fetchcontent(src, offline_dir=None, sources=None, max_depth=4):
+    """Every FetchContent name the tree at ``src`` declares, and those its offline sources declare in turn.
+
+    Only sub-projects (FetchContent_MakeAvailable, add_subdirectory(${<name>_SOURCE_DIR})) are walked into:
+    their CMake files are what a configure reads.
+
+    -> {"declared": [{name, declared_in, git_repository, git_tag, url, depth, source_dir, subproject}],
+        "missing": [names],
+        "errors": [...]} - ``source_dir`` is where the offline copy was found (None: missing).
+    """
+    declared = []
+    seen = set()
+    errors = []
+    queue = [(src, None, 0)]
+    visited = set()
+    subprojects = set()
+    walked = set()
+    while queue:
+        top, parent, depth = queue.pop(0)
+        real = os.path.realpath(top)
+        if real in visited:
+            continue
+        visited.add(real)
+        try:
+            files = list(_cmake_files(top))
+        except OSError as exc:
+            errors.append("%s: %s" % (top, exc))
+            continue
+        for path in files:
+            try:
+                text = _read(path)
+            except (OSError, IOError) as exc:
+                errors.append("%s: %s" % (path, exc))
+                continue
+            subprojects.update(parse_subprojects(text))
+            for entry in parse_fetchcontent(text):
+                key = entry["name"].lower()
+                if key in seen:
+                    continue
+                seen.add(key)
+                found = find_offline_dir(entry["name"], offline_dir, sources)
+                entry.update(declared_in=os.path.relpath(path, src) if parent is None else
+                             "%s: %s" % (parent, os.path.relpath(path, top)),
+                             depth=depth, source_dir=found)
+                declared.append(entry)
+        # only the sub-projects' CMake files are read by a configure: walk into those
+        for entry in declared:
+            key = entry["name"].lower()
+            entry["subproject"] = key in subprojects
+            if entry["subproject"] and entry["source_dir"] and depth < max_depth and key not in walked:
+                walked.add(key)
+                queue.append((entry["source_dir"], entry["name"], depth + 1))
+    return {"declared": declared, "missing": [entry["name"] for entry in declared if entry["source_dir"] is None],
+            "errors": errors}
+
+
+def read_ninja_summary(path, keep=None):
+    """build.ninja at ``path`` -> summarize_cuda_steps(...) plus ``path``."""
+    summary = summarize_cuda_steps(parse_ninja_cuda_steps(_read(path, limit=512 * 1024 * 1024)), keep)
+    summary["path"] = path
+    return summary

@@ -1,0 +1,1 @@
+#define MESH_BIND_ONE 1.0f

@@ -1,0 +1,1 @@
+#define MESH_JSON_ONE 1.0f

@@ -1,0 +1,184 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+
+import pytest
+
+from ansible_collections.gpufleet.preflight.plugins.module_utils._sgl_tree import (
+    arch_number,
+    cmake_cache_notfound,
+    fetchcontent_var,
+    parse_fetchcontent,
+    parse_ninja_cuda_steps,
+    parse_subprojects,
+    read_ninja_summary,
+    scan_fetchcontent,
+    summarize_cuda_steps,
+)
+
+FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "sgl_tree")
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("FetchContent_Declare(\n  repo-a\n  GIT_REPOSITORY https://h/a\n  GIT_TAG 0123abcd\n  GIT_SHALLOW OFF\n)",
+     [("repo-a", "https://h/a", "0123abcd", None)]),
+    ('FetchContent_Declare(json URL https://h/json.tar.xz)', [("json", None, None, "https://h/json.tar.xz")]),
+    ('FetchContent_Declare(b GIT_REPOSITORY "https://h/b.git" GIT_TAG v1.4.0)', [("b", "https://h/b.git", "v1.4.0", None)]),
+    # commented out: not declared
+    ("# FetchContent_Declare(old GIT_REPOSITORY x)\nfetchcontent_declare(New GIT_TAG t)", [("New", None, "t", None)]),
+    ("#[[ FetchContent_Declare(blockcomment URL u) ]]\nFetchContent_Declare(c URL u2 # trailing comment\n)",
+     [("c", None, None, "u2")]),
+    ("FetchContent_Declare(x GIT_REPOSITORY ${MIRROR}/x GIT_TAG ${X_TAG})", [("x", "${MIRROR}/x", "${X_TAG}", None)]),
+    ("FetchContent_Declare()\nFetchContent_Populate(x)", []),
+    ("", []),
+])
+def test_parse_fetchcontent(text, expected):
+    got = [(e["name"], e["git_repository"], e["git_tag"], e["url"]) for e in parse_fetchcontent(text)]
+    assert got == expected
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("FetchContent_MakeAvailable(json nanobind)", {"json", "nanobind"}),
+    ("add_subdirectory(\n    ${repo-mscclpp_SOURCE_DIR}\n    ${CMAKE_CURRENT_BINARY_DIR}/mscclpp-build)", {"repo-mscclpp"}),
+    ('add_subdirectory("${Dep_SOURCE_DIR}" out)', {"dep"}),
+    ("FetchContent_Populate(repo-cutlass)\nadd_subdirectory(python)", set()),
+    ("# FetchContent_MakeAvailable(hidden)", set()),
+])
+def test_parse_subprojects(text, expected):
+    assert parse_subprojects(text) == expected
+
+
+@pytest.mark.parametrize("name, var", [
+    ("repo-cutlass", "FETCHCONTENT_SOURCE_DIR_REPO-CUTLASS"),
+    ("json", "FETCHCONTENT_SOURCE_DIR_JSON"),
+    ("Fast_Hadamard", "FETCHCONTENT_SOURCE_DIR_FAST_HADAMARD"),
+])
+def test_fetchcontent_var(name, var):
+    assert fetchcontent_var(name) == var
+
+
+@pytest.mark.parametrize("arch, number", [
+    ("sm_120a", "120"), ("compute_120a", "120"), ("120", "120"), ("120a", "120"), ("120f", "120"),
+    ("12.0", "120"), ("12.0a", "120"), ("9.0", "90"), ("10.3", "103"), ("90a-real", "90"),
+    ("sm_", None), ("", None), ("twelve", None), ("12.0.1", None),
+])
+def test_arch_number(arch, number):
+    assert arch_number(arch) == number
+
+
+NINJA_SNIPPET = """rule CUDA_COMPILER__t_unscanned_Release
+  command = nvcc $FLAGS -c $in -o $out
+
+build CMakeFiles/t.dir/a$ b.cu.o: CUDA_COMPILER__t_unscanned_Release /src/a$ b.cu || cmake_object_order_depends_target_t
+  DEFINES = -DX
+  FLAGS = -O3 -gencode=arch=compute_80,code=sm_80 $
+      -gencode=arch=compute_120a,code=sm_120a --threads=1
+  OBJECT_DIR = CMakeFiles/t.dir
+
+build CMakeFiles/t.dir/b.cu.o: CUDA_COMPILER__t_unscanned_Release /src/b.cu
+  FLAGS = --generate-code=arch=compute_120,code=[compute_120,sm_120]
+  OBJECT_DIR = CMakeFiles/t.dir
+
+build sub/CMakeFiles/u.dir/c.cu.o: CUDA_COMPILER__u_Release /src/c.cu | /src/c.h
+  FLAGS = -arch=sm_90a
+  OBJECT_DIR = sub/CMakeFiles/u.dir
+
+build CMakeFiles/t.dir/x.cc.o: CXX_COMPILER__t_unscanned_Release /src/x.cc
+  FLAGS = -gencode=arch=compute_80,code=sm_80
+
+build CMakeFiles/v.dir/d.cu.o: CUDA_COMPILER__v_
+  FLAGS = -O2
+"""
+
+
+def test_parse_ninja_cuda_steps():
+    steps = parse_ninja_cuda_steps(NINJA_SNIPPET)
+    assert [(s["output"], s["source"], s["target"], s["archs"]) for s in steps] == [
+        ("CMakeFiles/t.dir/a b.cu.o", "/src/a b.cu", "t", ["80", "120a"]),
+        ("CMakeFiles/t.dir/b.cu.o", "/src/b.cu", "t", ["120"]),
+        ("sub/CMakeFiles/u.dir/c.cu.o", "/src/c.cu", "u", ["90a"]),
+        ("CMakeFiles/v.dir/d.cu.o", None, "v", []),       # no OBJECT_DIR: target from the rule name
+    ]
+
+
+@pytest.mark.parametrize("keep, other_steps, other_archs", [
+    (None, 0, []),
+    (["120"], 2, ["80", "90a"]),
+    (["12.0"], 2, ["80", "90a"]),
+    (["sm_90a"], 2, ["80", "120", "120a"]),
+    (["80", "90", "120"], 0, []),
+])
+def test_summarize_cuda_steps(keep, other_steps, other_archs):
+    summary = summarize_cuda_steps(parse_ninja_cuda_steps(NINJA_SNIPPET), keep)
+    assert summary["cuda_steps"] == 4
+    assert summary["targets"]["t"] == {"steps": 2, "archs": ["80", "120", "120a"]}
+    assert (summary["other_arch_steps"], summary["other_archs"]) == (other_steps, other_archs)
+
+
+@pytest.mark.parametrize("fixture, steps, targets, archs, others", [
+    # the stand-in configured as is: 4 architectures hard-coded, the sources twice, an sm_90a-only part
+    ("standin_all.ninja", 6, {"ops_sm90_build": 2, "ops_sm100_build": 2, "fa_ops": 1, "mesh_static": 1},
+     ["80", "90", "90a", "100a", "120", "120a"], 6),
+    # with roles/sgl_kernel/files/gpufleet_arch_filter.cmake: sm_120 only, sm90 library and FA part stubbed
+    ("standin_sm120.ninja", 3, {"ops_sm100_build": 2, "mesh_static": 1}, ["120", "120a"], 0),
+])
+def test_captured_standin_ninja(fixture, steps, targets, archs, others):
+    summary = read_ninja_summary(os.path.join(FIXTURES, fixture), ["120"])
+    assert summary["cuda_steps"] == steps
+    assert dict((name, value["steps"]) for name, value in summary["targets"].items()) == targets
+    assert summary["archs"] == archs
+    assert summary["other_arch_steps"] == others
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("CUDA_NVRTC_LIB:FILEPATH=CUDA_NVRTC_LIB-NOTFOUND\nCMAKE_AR:FILEPATH=/usr/bin/ar\n",
+     {"CUDA_NVRTC_LIB": "CUDA_NVRTC_LIB-NOTFOUND"}),
+    ("//doc\nX_INCLUDE_DIR:PATH=X_INCLUDE_DIR-NOTFOUND\nY:STRING=ok\n", {"X_INCLUDE_DIR": "X_INCLUDE_DIR-NOTFOUND"}),
+    ("A:INTERNAL=NOTFOUNDISH\n", {}),
+    ("", {}),
+])
+def test_cmake_cache_notfound(text, expected):
+    assert cmake_cache_notfound(text) == expected
+
+
+def _tree(tmp_path, files):
+    for rel, text in files.items():
+        path = tmp_path / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+def test_scan_fetchcontent_nested_and_missing(tmp_path):
+    _tree(tmp_path, {
+        "src/CMakeLists.txt": "FetchContent_Declare(repo-mesh GIT_REPOSITORY u GIT_TAG abc)\n"
+                              "FetchContent_Declare(repo-headers GIT_TAG t)\nFetchContent_Populate(repo-headers)\n"
+                              "add_subdirectory(${repo-mesh_SOURCE_DIR} mesh)\ninclude(cmake/more.cmake)",
+        "src/cmake/more.cmake": "FetchContent_Declare(repo-mla GIT_TAG m)",
+        "src/tests/CMakeLists.txt": "FetchContent_Declare(googletest URL g)",   # tests are not configured
+        "off/repo-mesh/CMakeLists.txt": "FetchContent_Declare(json URL j)\nFetchContent_Declare(nanobind GIT_TAG n)\n"
+                                        "FetchContent_MakeAvailable(json nanobind)",
+        "off/json/CMakeLists.txt": "project(json)",
+        # only populated, never a sub-project: its own declarations are not fetched
+        "off/repo-headers/CMakeLists.txt": "FetchContent_Declare(never-fetched URL x)",
+        "elsewhere/mla/x.h": "",
+    })
+    found = scan_fetchcontent(str(tmp_path / "src"), str(tmp_path / "off"), {"REPO-MLA": str(tmp_path / "elsewhere/mla")})
+    by_name = dict((e["name"], e) for e in found["declared"])
+    assert list(by_name) == ["repo-mesh", "repo-headers", "repo-mla", "json", "nanobind"]
+    assert found["missing"] == ["nanobind"]
+    assert by_name["json"]["depth"] == 1 and by_name["json"]["declared_in"] == "repo-mesh: CMakeLists.txt"
+    assert by_name["repo-mla"]["source_dir"] == str(tmp_path / "elsewhere/mla")
+    assert by_name["repo-mesh"]["subproject"] and not by_name["repo-headers"]["subproject"]
+    assert found["errors"] == []
+
+
+def test_scan_fetchcontent_empty_dir_is_missing(tmp_path):
+    _tree(tmp_path, {"src/CMakeLists.txt": "FetchContent_Declare(a URL u)"})
+    (tmp_path / "off" / "a").mkdir(parents=True)
+    assert scan_fetchcontent(str(tmp_path / "src"), str(tmp_path / "off"))["missing"] == ["a"]
+    assert scan_fetchcontent(str(tmp_path / "src"))["missing"] == ["a"]
