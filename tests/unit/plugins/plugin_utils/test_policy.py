@@ -168,3 +168,81 @@ def test_verdict_names_every_failed_check():
     ready, message = _policy.verdict(checks)
     assert ready is False
     assert message.startswith("not ready: available_memory: ") and "; build_processes: 1 build process still running" in message
+
+
+# ---------------------------------------------------------------- issue 12 items 12, 14, 17, 19
+
+
+@pytest.mark.parametrize("query, subsets", [
+    ("length(build_processes.processes)", ["build_processes"]),   # a function over a path
+    ("`3`", []),                                                  # a literal reads no fact
+    ("'text'", []),
+    ('"gpus".count', ["gpus"]),                                   # a quoted name
+    ("toolchain | nvcc.present", ["toolchain"]),                  # a pipe: the right side reads the left's result
+    ("gpus.devices[?temperature > `85`] | length(@)", ["gpus"]),
+    ("sort_by(disks.paths.*, &free_bytes)[0]", ["disks"]),
+    ("[memory.effective, cpus.count]", ["cpus", "memory"]),
+    ("{a: kernel_events.xids}", ["kernel_events"]),
+    ("gpus.count || toolchain.nvcc", ["gpus", "toolchain"]),
+    ("@", ["all"]),                                               # the whole facts: unclear, gather all
+    ("length(@)", ["all"]),
+    ("*", ["all"]),
+])
+def test_custom_check_subsets_come_from_the_parsed_query(query, subsets):
+    checked = _policy.compile_custom_check(0, {"name": "c", "query": query, "equals": 1})
+    assert checked["subsets"] == subsets
+
+
+def test_valid_jmespath_is_gathered_for_not_rejected():
+    # Before: "gather_subset: unknown subset length(build_processes" from the node.
+    wanted = _policy.subsets_for(policy(profiles=[], custom_checks=[
+        {"name": "n", "query": "length(build_processes.processes)", "max": 0}]))
+    assert wanted == ["memory", "build_processes"]
+    assert _policy.subsets_for(policy(profiles=[], custom_checks=[{"name": "all", "query": "@", "equals": 1}])) == ["all"]
+
+
+def test_a_query_over_no_known_fact_names_the_check():
+    with pytest.raises(ValueError, match=r"custom_checks\[0\] \(n\): the query 'gpu.count' reads gpu, which node_facts "
+                                         r"does not gather"):
+        policy(custom_checks=[{"name": "n", "query": "gpu.count", "equals": 8}])
+
+
+@pytest.mark.parametrize("option", ["gpu_timeout", "wait", "interval", "max_memory_pressure"])
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
+def test_non_finite_numbers_are_refused_by_name(option, value):
+    with pytest.raises(ValueError, match="^%s: must be a finite number" % option):
+        policy(**{option: value, "gpu_timeout": value if option == "gpu_timeout" else 10.0})
+
+
+@pytest.mark.parametrize("option", ["min_available_memory", "min_free_disk"])
+@pytest.mark.parametrize("value", ["64GB", "64 gb", "500MB", "2TB", "1kB"])
+def test_decimal_units_are_refused_not_read_as_binary(option, value):
+    with pytest.raises(ValueError, match=r"^%s: '%s' is ambiguous .* write \d+[KMGT]iB" % (option, value)):
+        policy(**{option: value})
+
+
+@pytest.mark.parametrize("value, expected", [("64GiB", 64 * GIB), ("64G", 64 * GIB), (4096, 4096)])
+def test_binary_sizes_keep_their_meaning(value, expected):
+    assert policy(min_available_memory=value)["min_available_memory"] == ("absolute", expected)
+
+
+@pytest.mark.parametrize("path", ["build", "./build", "~build"])
+def test_a_relative_build_path_is_refused(path):
+    with pytest.raises(ValueError, match="^build_path: '.*' is not an absolute path on the node"):
+        policy(build_path=path)
+
+
+def test_a_container_init_named_like_a_build_tool_is_not_sent_to_reap():
+    only_init = _policy.check_build_processes({"build_processes": procs((1, "make", False, False, 90000))},
+                                              policy(max_build_processes=0))
+    assert "pid 1 is this node's (container's) init, which playbooks/reap.yml cannot end" in only_init["message"]
+    assert "end them with playbooks/reap.yml" not in only_init["message"]
+    mixed = _policy.check_build_processes({"build_processes": procs((1, "make", False, False, 90000),
+                                                                     (40, "cc1plus", True, False, 60))}, policy())
+    assert "end them with playbooks/reap.yml (not pid 1" in mixed["message"]
+
+
+def test_process_names_with_control_characters_are_escaped_in_the_message():
+    entry = _policy.check_build_processes({"build_processes": procs((7, "\x1b[31mninja\x07", True, False, 5))}, policy())
+    assert "\x1b" not in entry["message"] and "\x07" not in entry["message"]
+    assert "\\x1b[31mninja\\x07 (pid 7" in entry["message"]

@@ -129,3 +129,55 @@ def test_report_keeps_the_policy_used(policies, expected):
             result["policy"] = policy
         results["n%d" % index] = result
     assert _report.build_report(results)["policy"] == expected
+
+
+# ---------------------------------------------------------------- issue 12 items 11 and 19
+
+HOSTILE = "\x1b[31mninja\x07\x00\r\x9b\ud800"
+
+
+def hostile_report():
+    message = "1 build process still running: %s (pid 7)" % HOSTILE
+    return _report.build_report({
+        "node1": readiness(False, [check("build_processes", "failed", message),
+                                   dict(check("custom", "unknown", "odd \x1b[0m"), observed=[HOSTILE])]),
+        "node2": {"unreachable": True, "msg": "ssh: \x1b]0;title\x07 refused"},
+    })
+
+
+def test_junit_is_valid_xml_whatever_the_process_names():
+    text = _report.render_junit(hostile_report())
+    root = ElementTree.fromstring(text)  # raised "not well-formed" before
+    messages = [node.get("message") for node in root.iter() if node.get("message")]
+    assert any("\\x1b[31mninja\\x07\\x00\\x0d\\x9b\\ud800" in m for m in messages), messages
+
+
+@pytest.mark.parametrize("render", [_report.render_table, _report.render_markdown, _report.render_json, _report.render_junit])
+def test_no_report_carries_control_characters(render):
+    text = render(hostile_report())
+    text = "\n".join(text) if isinstance(text, list) else text
+    assert not [c for c in text if (ord(c) < 32 and c not in "\n\t") or 0x7f <= ord(c) <= 0x9f], repr(text)
+
+
+def test_the_console_table_keeps_one_line_per_host():
+    lines = _report.render_table(_report.build_report({"node1": readiness(False, [check("x", "failed", "two\nlines")])}))
+    assert len(lines) == 3 and "two lines" in lines[1]
+
+
+@pytest.mark.parametrize("name, head, own", [
+    ("preflight.json", b'{\n  "finished": "2026-12-01T08:00:00Z",\n  "hosts"', True),
+    ("preflight.xml", b'<testsuites name="gpufleet.preflight"><testsuite', True),
+    ("preflight.md", b"# Fleet preflight\n\n1 ready", True),
+    ("preflight.md", b"", True),                       # empty: nothing to lose
+    ("preflight.md", b"# My notes on preflight\n", False),
+    ("preflight.json", b'{"mine": true}', False),
+    ("preflight.xml", b"<testsuites name='ci'>", False),
+])
+def test_only_earlier_reports_count_as_own(name, head, own):
+    assert _report.is_own_report(name, head) is own
+
+
+def test_each_rendering_starts_with_its_signature(report):
+    for name, render in (("preflight.json", _report.render_json), ("preflight.xml", _report.render_junit),
+                         ("preflight.md", _report.render_markdown)):
+        assert _report.is_own_report(name, render(report).encode("utf-8")[:256])

@@ -1,0 +1,62 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""playbooks/preflight.yml on this host: where the reports go, their mode, whose files they replace, and a
+pattern that matches nothing (issue 12 items 15 and 19). Real ansible-playbook runs, real files."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+import stat
+import subprocess
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+PLAYBOOK = os.path.join(REPO, "playbooks", "preflight.yml")
+INVENTORY = os.path.join(REPO, "inventory", "localhost.yml")
+LENIENT = ["-e", "preflight_max_build_processes=100000", "-e", "preflight_min_available_memory=1MiB",
+           "-e", '{"preflight_profiles": []}']
+
+
+def preflight(cwd, *extra, **kwargs):
+    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"))
+    env.pop("PWD", None)
+    env.update(kwargs.get("env") or {})
+    argv = ["ansible-playbook", "-i", INVENTORY, PLAYBOOK] + LENIENT + list(extra)
+    return subprocess.run(argv, cwd=str(cwd), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          universal_newlines=True, preexec_fn=kwargs.get("preexec_fn"), check=False)
+
+
+def test_without_pwd_the_reports_go_to_the_current_directory(tmp_path):
+    run = preflight(tmp_path)
+    assert run.returncode == 0, run.stdout
+    assert sorted(os.listdir(str(tmp_path / "reports"))) == ["preflight.json", "preflight.md", "preflight.xml"], run.stdout
+
+
+def test_reports_honour_the_umask(tmp_path):
+    run = preflight(tmp_path, preexec_fn=lambda: os.umask(0o027))
+    assert run.returncode == 0, run.stdout
+    for name in ("preflight.json", "preflight.md", "preflight.xml"):
+        assert stat.S_IMODE(os.stat(str(tmp_path / "reports" / name)).st_mode) == 0o640, name
+
+
+def test_a_users_own_file_is_not_overwritten(tmp_path):
+    (tmp_path / "reports").mkdir()
+    mine = tmp_path / "reports" / "preflight.md"
+    mine.write_text("my own notes\n")
+    run = preflight(tmp_path)
+    assert run.returncode != 0
+    assert "%s exists and is not a report written by gpufleet.preflight; nothing was overwritten" % mine in run.stdout, run.stdout
+    assert mine.read_text() == "my own notes\n"
+    assert not (tmp_path / "reports" / "preflight.json").exists()
+    # An earlier report of ours is replaced as before.
+    mine.unlink()
+    assert preflight(tmp_path).returncode == 0 and preflight(tmp_path).returncode == 0
+
+
+def test_a_host_pattern_matching_nothing_fails_and_writes_nothing(tmp_path):
+    run = preflight(tmp_path, "-e", "preflight_hosts=no_such_group")
+    assert run.returncode != 0, run.stdout
+    assert "preflight_hosts=no_such_group matches no host of the inventory" in run.stdout
+    assert not (tmp_path / "reports").exists()
