@@ -722,6 +722,9 @@ class Fleet:
                 # ansible_ssh_args replaces ansible.cfg's ssh_args, so the ControlPersist
                 # masters live under the fleet dir where stop() finds them.
                 "ansible_ssh_args": self.ssh_args(),
+                # The fleet's host key is made fresh for every run, so this throwaway inventory (never
+                # the repository's ansible.cfg, which checks host keys) turns checking off.
+                "ansible_host_key_checking": False,
             },
         }}
 
