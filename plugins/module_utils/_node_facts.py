@@ -8,11 +8,12 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
-import re
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 
+from ansible_collections.gpufleet.preflight.plugins.module_utils._process_match import NameMatcher, compile_patterns
 from ansible_collections.gpufleet.preflight.plugins.module_utils._subsets import resolve_subsets
+from ansible_collections.gpufleet.preflight.plugins.module_utils._values import absolute_paths, seconds
 from ansible_collections.gpufleet.preflight.plugins.module_utils import _memory
 from ansible_collections.gpufleet.preflight.plugins.module_utils import _processes
 from ansible_collections.gpufleet.preflight.plugins.module_utils import _cpus
@@ -25,24 +26,26 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils import _kernel_
 SUBSETS = ("memory", "build_processes", "cpus", "disks", "kernel_events", "toolchain", "gpus")
 
 
+# The longest a node waits on nvidia-smi: beyond that the driver is wedged, whatever the option says.
+MAX_GPU_TIMEOUT = 600.0
+# The oldest kernel log worth reading: a year.
+MAX_KERNEL_EVENTS_WINDOW = 366 * 86400.0
+
+
 def validate_options(params, known=SUBSETS):
     """Check what argument_spec cannot; ValueError naming the option otherwise."""
     try:
         subsets = resolve_subsets(params["gather_subset"], known)
     except ValueError as exc:
         raise ValueError("gather_subset: %s" % exc)
-    for pattern in params["build_process_patterns"]:
-        try:
-            re.compile(pattern)
-        except re.error as exc:
-            raise ValueError("build_process_patterns: %r is not a valid regular expression (%s)" % (pattern, exc))
-    if params["gpu_timeout"] <= 0:
-        raise ValueError("gpu_timeout: must be greater than 0 seconds, got %s" % params["gpu_timeout"])
-    if params["kernel_events_window"] <= 0:
-        raise ValueError("kernel_events_window: must be greater than 0 seconds, got %s" % params["kernel_events_window"])
+    NameMatcher(params["build_process_names"], "build_process_names")
+    compile_patterns(params["build_process_patterns"], "build_process_patterns")
     options = dict(params)
+    options["gpu_timeout"] = seconds(params["gpu_timeout"], "gpu_timeout", maximum=MAX_GPU_TIMEOUT, zero=False)
+    options["kernel_events_window"] = int(seconds(params["kernel_events_window"], "kernel_events_window",
+                                                  maximum=MAX_KERNEL_EVENTS_WINDOW, zero=False))
     options["subsets"] = subsets
-    options["disk_paths"] = list(params["disk_paths"]) or default_disk_paths()
+    options["disk_paths"] = absolute_paths(params["disk_paths"], "disk_paths") or default_disk_paths()
     return options
 
 
@@ -57,8 +60,8 @@ def gather(options, run):
     collectors = {
         "memory": _memory.collect_memory,
         "build_processes": lambda: _processes.collect_build_processes(
-            extra_names=options["build_process_names"], patterns=options["build_process_patterns"]
-        ),
+            extra_names=options["build_process_names"], patterns=options["build_process_patterns"],
+            patterns_option="build_process_patterns"),
         "cpus": _cpus.collect_cpus,
         "gpus": lambda: _gpus.collect_gpus(run, timeout=options["gpu_timeout"]),
         "toolchain": lambda: _toolchain.collect_toolchain(run, python=options["toolchain_python"]),

@@ -13,7 +13,10 @@ What ``ps aux | grep -E "cmake|ninja|cc1plus|nvcc" | wc -l`` means to ask, done 
 - the scanning process, its ancestors (sh, sshd, ansible-playbook, maybe ``make``) and its
   descendants are never counted, let alone signalled;
 - reaping re-checks that a pid is still the same process (same start time) before every signal,
-  because pids are reused.
+  because pids are reused, and never reaches into another PID namespace (a container) unasked.
+
+The decisions (build process or not, orphan or not, too broad to reap) are pure functions in
+``_process_match``; this file reads ``/proc`` and sends the signals.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -21,26 +24,30 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import errno
-import fnmatch
 import os
-import re
 import signal
 import time
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._human import human
-
-DEFAULT_NAMES = (
-    "cmake", "ninja", "make", "gmake",
-    "cc1", "cc1plus", "collect2", "ld", "ld.*",
-    "cicc", "ptxas", "nvcc", "nvlink", "fatbinary", "cudafe++",
+from ansible_collections.gpufleet.preflight.plugins.module_utils._process_match import (
+    DEFAULT_NAMES,
+    NameMatcher,
+    basename,
+    classify_process,
+    comm_may_be_cut,
+    compile_patterns,
+    is_orphan,
+    search_patterns,
 )
+from ansible_collections.gpufleet.preflight.plugins.module_utils._values import seconds
 
-# The kernel keeps TASK_COMM_LEN - 1 = 15 bytes of the executable's name in comm.
-COMM_MAX = 15
 CMDLINE_MAX = 200
+# The longest grace reaping waits between SIGTERM and SIGKILL: an hour is already far more than a compiler needs.
+MAX_GRACE = 3600.0
 # task flags (field 9 of stat): kernel threads are never build processes.
 PF_KTHREAD = 0x00200000
-_GLOB_CHARS = frozenset("*?[")
+# Reaping a process whose /proc/<pid>/ns/pid differs from ours would reach into a container.
+OTHER_NAMESPACE = "in another PID namespace (a container): not signalled; set allow_broad: true to reach into it"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -48,7 +55,7 @@ _GLOB_CHARS = frozenset("*?[")
 
 
 def parse_stat(text):
-    """``/proc/<pid>/stat`` -> dict (pid, comm, state, ppid, flags, start_ticks, rss_pages).
+    """``/proc/<pid>/stat`` -> dict (pid, comm, state, ppid, pgrp, session, flags, start_ticks, rss_pages).
 
     ``comm`` sits in parentheses and may itself hold spaces and ``)``: it runs from the first
     ``(`` to the LAST ``)``. ValueError when the text is not a stat line.
@@ -67,6 +74,8 @@ def parse_stat(text):
         "comm": text[open_at + 1:close_at],
         "state": rest[0],
         "ppid": int(rest[1]),
+        "pgrp": int(rest[2]),
+        "session": int(rest[3]),
         "flags": int(rest[6]),
         "start_ticks": int(rest[19]),
         "rss_pages": int(rest[21]),
@@ -100,50 +109,6 @@ def short_cmdline(argv, limit=CMDLINE_MAX):
     if len(line) > limit:
         return line[:limit - 3] + "..."
     return line
-
-
-def basename(path):
-    """Basename of an executable path; ``/proc/<pid>/exe`` adds `` (deleted)`` for a removed file."""
-    if path.endswith(" (deleted)"):
-        path = path[:-len(" (deleted)")]
-    return path.rstrip("/").rsplit("/", 1)[-1]
-
-
-class NameMatcher:
-    """Exact basenames in a set, globs (``ld.*``) as one compiled regex; ``None`` never matches."""
-
-    def __init__(self, names):
-        self.names = list(names)
-        for name in self.names:
-            if not isinstance(name, str) or not name.strip():
-                raise ValueError("names: %r is not a process name" % (name,))
-            if "/" in name:
-                raise ValueError("names: %r holds '/'; give an executable's basename such as ninja or ld.*" % (name,))
-        self.exact = frozenset(n for n in self.names if not _GLOB_CHARS.intersection(n))
-        globs = [n for n in self.names if _GLOB_CHARS.intersection(n)]
-        self.glob = re.compile("|".join(fnmatch.translate(g) for g in globs)) if globs else None
-        # names the kernel truncates in comm: their first 15 characters mark a candidate
-        self.truncated = frozenset(n[:COMM_MAX] for n in self.exact if len(n) > COMM_MAX)
-
-    def __call__(self, name):
-        if not name:
-            return False
-        if name in self.exact:
-            return True
-        return bool(self.glob is not None and self.glob.match(name))
-
-
-def compile_patterns(patterns):
-    """Command-line regexes -> compiled; ValueError naming the option and the ``re`` error."""
-    compiled = []
-    for pattern in patterns or ():
-        if not isinstance(pattern, str) or pattern == "":
-            raise ValueError("patterns: %r is not a regular expression" % (pattern,))
-        try:
-            compiled.append(re.compile(pattern))
-        except re.error as exc:
-            raise ValueError("patterns: %r is not a valid regular expression: %s" % (pattern, exc))
-    return compiled
 
 
 def tree_of(pid, parent_of):
@@ -189,8 +154,8 @@ def summarize(processes, names, patterns, scanned, errors=None):
 
 def filter_selection(processes, orphaned_only=False, older_than=None, uid=None):
     """Narrow a scan for reaping: only orphans, only older than N seconds, only one user's."""
-    if older_than is not None and older_than < 0:
-        raise ValueError("older_than: %r must be 0 or more seconds" % (older_than,))
+    if older_than is not None:
+        older_than = seconds(older_than, "older_than", maximum=float("1e12"))
     selected = []
     for proc in processes:
         if orphaned_only and not proc["orphaned"]:
@@ -248,12 +213,34 @@ def _user_name(uid, cache):
     return cache[uid]
 
 
+def _read_argv(pid_dir):
+    return split_cmdline(_read(pid_dir + "/cmdline"))
+
+
+def _classify_at(pid_dir, stat, match_name):
+    """``(matched_by, name, argv)`` for one pid: comm first, then exe and argv[0]; argv None when not read."""
+    comm = stat["comm"]
+    matched, name = classify_process(comm, match_name)
+    if matched:
+        return matched, name, None
+    argv = _read_argv(pid_dir)
+    exe_name = None
+    if comm_may_be_cut(comm):
+        try:
+            exe_name = basename(os.readlink(pid_dir + "/exe"))
+        except OSError:
+            pass
+    matched, name = classify_process(comm, match_name, exe_name, argv)
+    return matched, name, argv
+
+
 def collect_build_processes(names=None, extra_names=(), patterns=(), root="/", self_pid=None,
-                            clock_ticks=None, page_size=None):
+                            clock_ticks=None, page_size=None, patterns_option="patterns"):
     """Scan ``<root>/proc`` -> ``gpufleet_build_processes`` facts.
 
     ``names`` replaces DEFAULT_NAMES when given (``[]``: match by ``patterns`` only);
-    ``extra_names`` adds to them; ``patterns`` are regexes searched in the command line.
+    ``extra_names`` adds to them; ``patterns`` are regexes searched in the command line, within a time
+    budget (a catastrophic one is named in a ValueError under ``patterns_option``).
     ``self_pid`` is the process whose tree (itself, ancestors, descendants) is never counted:
     by default this process when ``root`` is ``/``, nobody for a fixture tree.
     ValueError (naming the option) for a bad name or regex.
@@ -261,7 +248,7 @@ def collect_build_processes(names=None, extra_names=(), patterns=(), root="/", s
     names = list(DEFAULT_NAMES if names is None else names)
     names.extend(name for name in extra_names or () if name not in names)
     match_name = NameMatcher(names)
-    regexes = compile_patterns(patterns)
+    regexes = compile_patterns(patterns, patterns_option)
     if self_pid is None and root in ("/", ""):
         self_pid = os.getpid()
     clock_ticks = clock_ticks or os.sysconf("SC_CLK_TCK")
@@ -281,6 +268,8 @@ def collect_build_processes(names=None, extra_names=(), patterns=(), root="/", s
 
     parent_of = {}
     found = []
+    candidates = []  # (stat, argv, pid_dir) for the patterns
+    init = None
     for pid_text in pids:
         pid_dir = proc_dir + "/" + pid_text
         try:
@@ -290,43 +279,25 @@ def collect_build_processes(names=None, extra_names=(), patterns=(), root="/", s
         parent_of[stat["pid"]] = stat["ppid"]
         if stat["flags"] & PF_KTHREAD:
             continue
-        comm = stat["comm"]
-        argv = None
-        matched = name = None
-        maybe_cut = len(comm) == COMM_MAX  # the kernel may have cut a longer name
-        if not maybe_cut and match_name(comm):
-            matched, name = "name", comm
-        else:
+        if stat["pid"] == 1:
+            init = dict(stat, build_tool=classify_process(stat["comm"], _DEFAULT_MATCH)[0] is not None)
+        try:
+            matched, name, argv = _classify_at(pid_dir, stat, match_name)
+        except OSError:
+            continue  # gone since
+        if stat["pid"] == 1 and matched == "name":
+            init["build_tool"] = True
+        if matched is not None:
+            found.append((stat, argv, matched, name, pid_dir))
+        elif regexes:
             try:
-                argv = split_cmdline(_read(pid_dir + "/cmdline"))
+                candidates.append((stat, argv if argv is not None else _read_argv(pid_dir), pid_dir))
             except OSError:
                 continue
-            exe_name = None
-            if maybe_cut:
-                try:
-                    exe_name = basename(os.readlink(pid_dir + "/exe"))
-                except OSError:
-                    pass
-            argv0_name = basename(argv[0]) if argv else None
-            for candidate in (exe_name, argv0_name):
-                if candidate and match_name(candidate):
-                    matched, name = "name", candidate
-                    break
-            else:
-                if maybe_cut and not exe_name and not argv0_name and (match_name(comm) or comm in match_name.truncated):
-                    matched, name = "name", comm  # nothing better to go on (zombie, unreadable exe)
-            if matched is None and regexes and argv:
-                line = " ".join(argv)
-                if any(regex.search(line) for regex in regexes):
-                    matched, name = "pattern", comm
-        if matched is None:
-            continue
-        if argv is None:
-            try:
-                argv = split_cmdline(_read(pid_dir + "/cmdline"))
-            except OSError:
-                continue
-        found.append((stat, argv, matched, name, pid_dir))
+    candidates = [item for item in candidates if item[1]]
+    hits = search_patterns(regexes, [" ".join(argv) for _stat, argv, _dir in candidates], patterns_option)
+    found.extend((stat, argv, "pattern", stat["comm"], pid_dir)
+                 for number, (stat, argv, pid_dir) in enumerate(candidates) if number in hits)
 
     excluded = tree_of(self_pid, parent_of)
     processes = []
@@ -335,6 +306,8 @@ def collect_build_processes(names=None, extra_names=(), patterns=(), root="/", s
         if stat["pid"] in excluded:
             continue
         try:
+            if argv is None:
+                argv = _read_argv(pid_dir)
             uid = parse_status_uid(_read(pid_dir + "/status").decode("utf-8", "replace"))
         except OSError:
             continue  # gone since
@@ -353,12 +326,15 @@ def collect_build_processes(names=None, extra_names=(), patterns=(), root="/", s
             "age_seconds": age,
             "rss_bytes": stat["rss_pages"] * page_size,
             "cmdline": short_cmdline(argv) if argv else "[%s]" % stat["comm"],
-            "orphaned": stat["ppid"] == 1 and stat["pid"] != 1,
+            "orphaned": is_orphan(stat, init),
             "zombie": stat["state"] == "Z",
             "matched_by": matched,
         })
     processes.sort(key=lambda proc: proc["pid"])
     return summarize(processes, names, regexes, len(parent_of), errors)
+
+
+_DEFAULT_MATCH = NameMatcher(DEFAULT_NAMES)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -446,19 +422,28 @@ def _wait_gone(handles, seconds, clock, sleep, poll=0.05):
     return alive
 
 
+def pid_namespace(pid="self", root="/"):
+    """The PID namespace of ``pid`` (``pid:[4026531836]``), or None when unreadable (gone, or not ours to see)."""
+    try:
+        return os.readlink(os.path.join(root, "proc", str(pid), "ns", "pid"))
+    except OSError:
+        return None
+
+
 def reap(selection, grace=10.0, check_mode=False, root="/", self_pid=None, kill_wait=5.0,
-         clock=time.monotonic, sleep=time.sleep):
+         clock=time.monotonic, sleep=time.sleep, all_namespaces=False):
     """SIGTERM ``selection`` (process dicts from collect_build_processes), wait up to ``grace``
     seconds, SIGKILL what remains.
 
     Before every signal the pid must still be the same process (same ``start_ticks``); pid 1,
-    ``self_pid`` and its ancestors are never signalled; nothing outside ``selection`` is touched.
+    ``self_pid`` and its ancestors are never signalled; nothing outside ``selection`` is touched; unless
+    ``all_namespaces``, nothing in another PID namespace (a container seen from its host) either.
     Returns ``{killed: [{pid, ..., how: term|kill}], remaining: [{pid, ..., reason}],
     would_kill: [...] (check mode), changed}``.
     """
-    if grace is None or grace < 0:
-        raise ValueError("grace: %r must be 0 or more seconds" % (grace,))
+    grace = seconds(grace, "grace", maximum=MAX_GRACE)
     protected = protected_pids(self_pid, root)
+    own_namespace = pid_namespace("self", root)
     remaining = []
     targets = []
     for proc in selection:
@@ -466,6 +451,9 @@ def reap(selection, grace=10.0, check_mode=False, root="/", self_pid=None, kill_
             remaining.append(_brief(proc, reason="protected: pid 1, this process or one of its ancestors"))
         elif proc.get("zombie") or proc.get("state") == "Z":
             remaining.append(_brief(proc, reason="zombie: already dead, only its parent (pid %s) can reap it" % proc["ppid"]))
+        elif not all_namespaces and (own_namespace is None or pid_namespace(proc["pid"], root) != own_namespace):
+            if _alive(proc["pid"], proc["start_ticks"], root):
+                remaining.append(_brief(proc, reason=OTHER_NAMESPACE))
         elif _alive(proc["pid"], proc["start_ticks"], root):
             targets.append(proc)
         # else: gone (or its pid reused) since the scan: nothing to do, nothing to report

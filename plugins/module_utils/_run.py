@@ -71,7 +71,7 @@ def did_not_exit(stderr):
 
 
 def _close_pipes(proc):
-    for pipe in (proc.stdout, proc.stderr):
+    for pipe in (proc.stdin, proc.stdout, proc.stderr):
         if pipe is not None:
             try:
                 pipe.close()
@@ -79,17 +79,18 @@ def _close_pipes(proc):
                 pass
 
 
-def run_with_timeout(argv, timeout, env=None, cwd=None, kill_grace=KILL_GRACE):
+def run_with_timeout(argv, timeout, env=None, cwd=None, kill_grace=KILL_GRACE, data=None):
     """Run ``argv`` (no shell); ``(rc, stdout, stderr)``, ``rc`` None after ``timeout`` seconds.
 
-    A missing executable gives ``(127, '', '<why>')`` rather than an exception. After a timeout the process group
+    ``data`` (text) is written to its standard input. A missing executable gives ``(127, '', '<why>')`` rather than
+    an exception. After a timeout the process group
     is killed and waited for ``kill_grace`` seconds at most: a process that outlives SIGKILL (D state) is left
     where it is and ``stderr`` says ``did not exit after SIGKILL`` with its pid and state.
     """
     try:
         proc = subprocess.Popen(
             list(argv),
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL if data is None else subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env=env,
@@ -100,7 +101,7 @@ def run_with_timeout(argv, timeout, env=None, cwd=None, kill_grace=KILL_GRACE):
     except OSError as exc:
         return NOT_FOUND_RC if exc.errno in (errno.ENOENT, errno.EACCES) else 126, "", "%s: %s" % (argv[0], exc.strerror or exc)
     try:
-        out, err = proc.communicate(timeout=timeout)
+        out, err = proc.communicate(None if data is None else data.encode("utf-8"), timeout=timeout)
     except subprocess.TimeoutExpired:
         _kill_group(proc)
         try:

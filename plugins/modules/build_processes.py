@@ -51,15 +51,17 @@ options:
     default: []
   patterns:
     description:
-      - Python regular expressions searched in the whole command line (arguments joined by spaces).
-        A process matching one is selected even when its name is not in O(names).
+      - Python regular expressions searched in the whole command line (arguments joined by spaces; the first
+        32768 characters). A process matching one is selected even when its name is not in O(names).
+      - All patterns together get 5 seconds over all command lines; a pattern that backtracks without end
+        (V((a+\)+$) against a long argument) is named in the error instead of hanging the scan.
     type: list
     elements: str
     default: []
   orphaned_only:
     description:
-      - Select only processes re-parented to the init of their PID namespace (parent pid 1), that is, left
-        behind by a build that was killed or whose session ended.
+      - Select only orphans, processes whose parent is gone, that is, left behind by a build that was killed
+        or whose session ended (see RV(processes[].orphaned)).
     type: bool
     default: false
   older_than:
@@ -73,8 +75,19 @@ options:
   grace:
     description:
       - Seconds to wait after SIGTERM before sending SIGKILL to what is still running (O(state=absent)).
+      - A finite number from 0 to 3600; V(nan), V(inf) and larger values are refused.
     type: float
     default: 10
+  allow_broad:
+    description:
+      - Reaping (O(state=absent)) refuses, naming the option, a selection that reaches beyond build tools,
+        unless this is V(true). Broad are O(names) that also match system processes (V(*), V(s*), V(sshd),
+        V(python*), ...) and O(patterns) that select processes whose executable is not a build tool
+        (for example V(pip) or V(python3) running a wheel build).
+      - Reaping also never signals a process in another PID namespace (a container, seen from its host) unless
+        this is V(true); such processes are listed in RV(remaining).
+    type: bool
+    default: false
 attributes:
   check_mode:
     support: full
@@ -103,12 +116,13 @@ EXAMPLES = r"""
     older_than: 600
     grace: 5
 
-- name: Only the wheel build of one checkout, found by its command line
+- name: Only the wheel build of one checkout, found by its command line (pip is not a build tool, so say so)
   gpufleet.preflight.build_processes:
     state: absent
     names: []
     patterns:
       - 'pip wheel .*/srv/build/sglang/sgl-kernel'
+    allow_broad: true
 
 - name: Count the linkers too, gold and lld included by the default ld.* glob; add mold
   gpufleet.preflight.build_processes:
@@ -199,7 +213,11 @@ processes:
       description: Command line, cut to 200 characters.
       type: str
     orphaned:
-      description: Re-parented to the init of its PID namespace (parent pid 1).
+      description:
+        - Its parent is gone and it was re-parented to the init of its PID namespace (parent pid 1).
+        - Not an orphan though its parent is pid 1 when pid 1 is itself the build (C(make -j) as a container's
+          command), when it leads its own session (a systemd service, dumb-init's command) or leads its own
+          process group in pid 1's session (tini's command).
       type: bool
     zombie:
       description: Dead, waiting for its parent to reap it.
@@ -236,13 +254,19 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils._processes import (
-    collect_build_processes,
+from ansible_collections.gpufleet.preflight.plugins.module_utils._process_match import (
+    DEFAULT_NAMES,
     compile_patterns,
+    refuse_broad,
+)
+from ansible_collections.gpufleet.preflight.plugins.module_utils._processes import (
+    MAX_GRACE,
+    collect_build_processes,
     filter_selection,
     reap,
     summarize,
 )
+from ansible_collections.gpufleet.preflight.plugins.module_utils._values import seconds
 
 
 def resolve_uid(user):
@@ -269,31 +293,37 @@ def main():
             older_than=dict(type="int"),
             user=dict(type="str"),
             grace=dict(type="float", default=10.0),
+            allow_broad=dict(type="bool", default=False),
         ),
         supports_check_mode=True,
     )
     params = module.params
     # everything is validated before anything is scanned, let alone signalled
-    if params["grace"] < 0:
-        module.fail_json(msg="grace: %s must be 0 or more seconds" % params["grace"])
-    if params["older_than"] is not None and params["older_than"] < 0:
-        module.fail_json(msg="older_than: %s must be 0 or more seconds" % params["older_than"])
-    if params["state"] == "absent" and params["names"] == [] and not params["extra_names"] and not params["patterns"]:
-        module.fail_json(msg="names: [] with no patterns selects nothing to reap; give names or patterns")
+    reaping = params["state"] == "absent"
     try:
+        grace = seconds(params["grace"], "grace", maximum=MAX_GRACE)
+        if params["older_than"] is not None:
+            seconds(params["older_than"], "older_than", maximum=float("1e12"))
+        if reaping and params["names"] == [] and not params["extra_names"] and not params["patterns"]:
+            raise ValueError("names: [] with no patterns selects nothing to reap; give names or patterns")
         compile_patterns(params["patterns"])
         uid = resolve_uid(params["user"])
         facts = collect_build_processes(names=params["names"], extra_names=params["extra_names"],
                                         patterns=params["patterns"], self_pid=os.getpid())
         selection = filter_selection(facts["processes"], orphaned_only=params["orphaned_only"],
                                      older_than=params["older_than"], uid=uid)
+        if reaping and not params["allow_broad"]:
+            chosen_names = list(DEFAULT_NAMES if params["names"] is None else params["names"]) + params["extra_names"]
+            refusal = refuse_broad(chosen_names, selection, list(DEFAULT_NAMES) + chosen_names)
+            if refusal:
+                raise ValueError(refusal)
     except ValueError as exc:
         module.fail_json(msg=str(exc))
 
     result = summarize(selection, facts["names"], facts["patterns"], facts["scanned"], facts["errors"])
     result.update(changed=False, killed=[], would_kill=[], remaining=[])
-    if params["state"] == "absent":
-        outcome = reap(selection, grace=params["grace"], check_mode=module.check_mode)
+    if reaping:
+        outcome = reap(selection, grace=grace, check_mode=module.check_mode, all_namespaces=params["allow_broad"])
         result.update(outcome)
         if module.check_mode and outcome["would_kill"]:
             result["msg"] = "would kill %d process(es): %s" % (

@@ -34,6 +34,7 @@ options:
   disk_paths:
     description:
       - Paths whose filesystem free space and inodes to report. Defaults to the temp dir and the user's cache dir.
+      - Absolute paths (or starting with C(~)); a relative path is refused, naming this option.
     type: list
     elements: path
     default: []
@@ -178,10 +179,10 @@ def main():
     )
     try:
         options = validate_options(module.params, SUBSETS)
+        # A collector raises ValueError only for an option it was given (a pattern that never finishes matching).
+        facts = gather(options, run_with_timeout)
     except ValueError as exc:
         module.fail_json(msg=str(exc))
-
-    facts = gather(options, run_with_timeout)
     module.exit_json(changed=False, ansible_facts=facts)
 
 

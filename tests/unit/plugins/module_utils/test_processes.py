@@ -16,9 +16,7 @@ import pytest
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._processes import (
     DEFAULT_NAMES,
-    NameMatcher,
     collect_build_processes,
-    compile_patterns,
     filter_selection,
     parse_stat,
     parse_status_uid,
@@ -91,41 +89,6 @@ def test_parse_status_uid(text, uid):
 ])
 def test_split_cmdline(data, argv):
     assert split_cmdline(data) == argv
-
-
-@pytest.mark.parametrize("names, name, matches", [
-    (DEFAULT_NAMES, "ld.gold", True),
-    (DEFAULT_NAMES, "ld.lld", True),
-    (DEFAULT_NAMES, "ld", True),
-    (DEFAULT_NAMES, "lld", False),
-    (DEFAULT_NAMES, "cudafe++", True),
-    (DEFAULT_NAMES, "cmake-gui", False),
-    (DEFAULT_NAMES, "vim", False),
-    (["ld"], "ld.gold", False),
-    (["cc1*"], "cc1plus", True),
-])
-def test_name_matcher(names, name, matches):
-    assert NameMatcher(names)(name) is matches
-
-
-@pytest.mark.parametrize("names, message", [
-    (["/usr/bin/ninja"], "names: '/usr/bin/ninja' holds '/'"),
-    ([""], "names: '' is not a process name"),
-])
-def test_name_matcher_rejects(names, message):
-    with pytest.raises(ValueError) as info:
-        NameMatcher(names)
-    assert message in str(info.value)
-
-
-@pytest.mark.parametrize("patterns, message", [
-    (["ninja("], "patterns: 'ninja(' is not a valid regular expression: missing ), unterminated subpattern"),
-    ([""], "patterns: '' is not a regular expression"),
-])
-def test_compile_patterns_rejects(patterns, message):
-    with pytest.raises(ValueError) as info:
-        compile_patterns(patterns)
-    assert message in str(info.value)
 
 
 # --- the scan on fixture trees ------------------------------------------------------------------

@@ -1,0 +1,45 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Checks of option values that an argument_spec type cannot express (finite, bounded, absolute).
+
+``type=float`` accepts ``nan``, ``inf`` and ``1e99``: a timeout of ``nan`` never fires and one of ``inf``
+never ends. Every node-side option holding seconds goes through :func:`seconds`, every path that must
+not depend on the node's working directory through :func:`absolute_paths`; each raises ValueError
+naming the option, which the module turns into ``fail_json``.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import math
+import os
+
+
+def seconds(value, option, minimum=0.0, maximum=86400.0 * 7, zero=True):
+    """``value`` as float seconds, finite and within ``[minimum, maximum]`` (``zero=False``: strictly above 0)."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ValueError("%s: %r is not a number of seconds" % (option, value))
+    if math.isnan(number) or math.isinf(number):
+        raise ValueError("%s: %s is not a finite number of seconds" % (option, value))
+    if number < minimum or (not zero and number <= 0):
+        wanted = "greater than 0" if not zero and minimum <= 0 else "%s or more" % (int(minimum) if minimum == int(minimum) else minimum)
+        raise ValueError("%s: must be %s seconds, got %s" % (option, wanted, value))
+    if number > maximum:
+        raise ValueError("%s: %s seconds is more than the %d allowed" % (option, value, int(maximum)))
+    return number
+
+
+def absolute_paths(paths, option):
+    """Every path absolute (``~`` expanded), or ValueError naming the option and the relative one."""
+    checked = []
+    for path in paths:
+        expanded = os.path.expanduser(path) if isinstance(path, str) else path
+        if not isinstance(expanded, str) or not expanded or not os.path.isabs(expanded):
+            raise ValueError("%s: %r is not an absolute path; a relative one would be measured from wherever the "
+                             "module happens to run" % (option, path))
+        checked.append(path)
+    return checked

@@ -1,0 +1,54 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""_values: seconds that are finite and bounded, paths that are absolute (issue 12 items 12, 13, 17)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+
+import pytest
+
+from ansible_collections.gpufleet.preflight.plugins.module_utils._values import absolute_paths, seconds
+
+
+@pytest.mark.parametrize("value, kwargs, expected", [
+    (10, {}, 10.0),
+    ("2.5", {}, 2.5),
+    (0, {}, 0.0),
+    (3600, {"maximum": 3600}, 3600.0),
+])
+def test_seconds_accepts(value, kwargs, expected):
+    assert seconds(value, "grace", **kwargs) == expected
+
+
+@pytest.mark.parametrize("value, kwargs, message", [
+    (float("nan"), {}, "grace: nan is not a finite number of seconds"),
+    ("nan", {}, "grace: nan is not a finite number of seconds"),
+    (float("inf"), {}, "grace: inf is not a finite number of seconds"),
+    ("-inf", {}, "grace: -inf is not a finite number of seconds"),
+    (1e99, {"maximum": 3600}, "grace: 1e+99 seconds is more than the 3600 allowed"),
+    (-1, {}, "grace: must be 0 or more seconds, got -1"),
+    (0, {"zero": False}, "grace: must be greater than 0 seconds, got 0"),
+    ("soon", {}, "grace: 'soon' is not a number of seconds"),
+    (None, {}, "grace: None is not a number of seconds"),
+])
+def test_seconds_rejects_naming_the_option(value, kwargs, message):
+    with pytest.raises(ValueError) as info:
+        seconds(value, "grace", **kwargs)
+    assert str(info.value) == message
+
+
+def test_absolute_paths():
+    assert absolute_paths(["/var/tmp", "~/cache"], "disk_paths") == ["/var/tmp", "~/cache"]
+    assert absolute_paths([], "disk_paths") == []
+    assert os.path.isabs(os.path.expanduser("~/cache"))
+
+
+@pytest.mark.parametrize("paths, bad", [(["build"], "'build'"), (["/ok", "./rel"], "'./rel'"), ([""], "''")])
+def test_absolute_paths_rejects_relative(paths, bad):
+    with pytest.raises(ValueError) as info:
+        absolute_paths(paths, "disk_paths")
+    assert str(info.value).startswith("disk_paths: %s is not an absolute path" % bad)
