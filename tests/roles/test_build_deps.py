@@ -311,3 +311,21 @@ def test_torch_without_matching_cuda_fails_after_install(first_run, workdir, ven
     torch = run.result["gpufleet_toolchain"]["torch"] if run.result else None
     assert "is not build-ready: torch %s+cpu is built without CUDA: install a +cu%sx build of torch" % (version, nvcc_major) in run.output, (run, torch)
     assert "Traceback" not in run.output
+
+
+@pytest.mark.parametrize("content", [{"notes.txt": "keep me\n"}, {"bin/python": "#!/bin/sh\n", "lib/x": "data\n"}],
+                         ids=["a-file", "venv-like-without-pyvenv-cfg"])
+def test_existing_dir_that_is_not_a_venv_is_refused(workdir, content):
+    """Issue 12 item 9: a directory with files and no pyvenv.cfg is someone's data, not a venv."""
+    target = workdir / ("not-a-venv-%d" % len(content))
+    for rel, text in content.items():
+        (target / rel).parent.mkdir(parents=True, exist_ok=True)
+        (target / rel).write_text(text)
+    run = run_role(workdir, {"build_deps_venv": str(target), "build_deps_extra_packages": ["sl"]}, name="notvenv")
+    assert run.rc != 0, run
+    assert "build_deps_venv %s is a directory that is neither empty nor a venv" % target in run.output, run
+    assert run.recap["changed"] == 0, run
+    for rel, text in content.items():
+        assert (target / rel).read_text() == text
+    assert not (target / "pyvenv.cfg").exists()
+    assert subprocess.call(["dpkg", "-s", "sl"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) != 0
