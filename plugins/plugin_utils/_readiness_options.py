@@ -47,13 +47,12 @@ OPTIONS = (
         "Python regular expressions matched against the whole command line of a process; a match counts it as a build "
         "process too (for example a wrapper script).",
     ]),
-    dict(name="profiles", type="list", elements="str", choices=["build", "gpu"], default=["build", "gpu"], roles=CHECK,
-         description=[
-             "Which groups of checks apply. V(build) is a node that compiles (toolchain, disk, recent OOM kills), "
-             "V(gpu) a node that will serve (GPU count, compute capability, ECC, row remaps, Xid errors, compute apps, "
-             "driver).",
-             "Memory and build-process checks always apply.",
-         ]),
+    dict(name="profiles", type="list", elements="str", choices=["build", "gpu"], default=["build", "gpu"], roles=CHECK, description=[
+        "Which groups of checks apply. V(build) is a node that compiles (toolchain, disk, recent OOM kills), "
+        "V(gpu) a node that will serve (GPU count, compute capability, ECC, row remaps, Xid errors, compute apps, "
+        "driver).",
+        "Memory and build-process checks always apply.",
+    ]),
     # ---------------------------------------------------------------- profile gpu
     dict(name="expected_gpus", type="int", default=8, roles=CHECK, description=[
         "How many GPUs nvidia-smi must report (gpu profile).",
@@ -159,11 +158,10 @@ OPTIONS = (
         "When more are not ready, every host of the play fails with the reason, so the plays after an "
         "C(import_playbook) of C(gpufleet.preflight.preflight) do not run at all. Unset: no limit.",
     ]),
-    dict(name="gate", type="dict", default={"abort": False, "reason": None}, roles=("drop",), action=False,
-         description=[
-             "The fleet gate from M(gpufleet.preflight.fleet_reports) (C(abort), C(reason)); when it aborts, every "
-             "node fails with its reason. Set by the C(report) entry point.",
-         ]),
+    dict(name="gate", type="dict", default={"abort": False, "reason": None}, roles=("drop",), action=False, description=[
+        "The fleet gate from M(gpufleet.preflight.fleet_reports) (C(abort), C(reason)); when it aborts, every "
+        "node fails with its reason. Set by the C(report) entry point.",
+    ]),
 )
 
 # The preflight role's entry points; their options are the OPTIONS naming them in ``roles``.

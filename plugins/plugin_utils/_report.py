@@ -24,6 +24,7 @@ SIGNATURES = {
     "preflight.md": b"# Fleet preflight\n",
 }
 
+
 def clean(value):
     """``value`` with every string (and dict key) passed through ``printable``."""
     if isinstance(value, dict):

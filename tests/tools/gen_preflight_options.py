@@ -1,11 +1,10 @@
-#!/usr/bin/env python3
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet.preflight contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Write every file that follows from plugins/plugin_utils/_readiness_options.py (the one declaration).
 
-    tests/tools/gen_preflight_options.py          # rewrite the generated files
-    tests/tools/gen_preflight_options.py --check  # exit 1 naming each file that differs (the unit test does this too)
+    python tests/tools/gen_preflight_options.py          # rewrite the generated files
+    python tests/tools/gen_preflight_options.py --check  # exit 1 naming each file that differs (the unit test does too)
 
 Generated: the doc fragments readiness_options and node_facts_options, and the preflight role's
 defaults/main.yml, meta/argument_specs.yml and tasks/check.yml. Edit the table, then run this.
@@ -154,7 +153,7 @@ def main(argv):
     if "--check" in argv:
         stale = differing()
         for path in stale:
-            print("%s differs from plugins/plugin_utils/_readiness_options.py: run tests/tools/gen_preflight_options.py" % path)
+            print("%s differs from plugins/plugin_utils/_readiness_options.py: run python tests/tools/gen_preflight_options.py" % path)
         return 1 if stale else 0
     for path, content in sorted(generated().items()):
         with open(os.path.join(REPO, path), "w") as handle:

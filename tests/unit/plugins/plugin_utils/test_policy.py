@@ -237,8 +237,8 @@ def test_a_container_init_named_like_a_build_tool_is_not_sent_to_reap():
                                               policy(max_build_processes=0))
     assert "pid 1 is this node's (container's) init, which playbooks/reap.yml cannot end" in only_init["message"]
     assert "end them with playbooks/reap.yml" not in only_init["message"]
-    mixed = _policy.check_build_processes({"build_processes": procs((1, "make", False, False, 90000),
-                                                                     (40, "cc1plus", True, False, 60))}, policy())
+    both = procs((1, "make", False, False, 90000), (40, "cc1plus", True, False, 60))
+    mixed = _policy.check_build_processes({"build_processes": both}, policy())
     assert "end them with playbooks/reap.yml (not pid 1" in mixed["message"]
 
 
