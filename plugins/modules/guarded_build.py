@@ -13,22 +13,28 @@ short_description: Run a CUDA build in its own memory cgroup, backing off when i
 version_added: 0.1.0
 author: gpufleet.preflight contributors (@gpufleet)
 description:
-  - Runs a build command (C(pip wheel), C(cmake --build), C(make) ...) in O(chdir) inside a new memory cgroup
-    made through cgroupfs under the node's own cgroup (v1 C(memory.limit_in_bytes) or v2 C(memory.max); no systemd
-    needed), limited to the planned memory budget, so an OOM kills a compiler of the build and not the node, its
-    sshd or other work.
+  - Runs a build command (C(pip wheel), C(cmake --build), C(make) ...) in O(chdir), confined so that an OOM kills a
+    compiler of the build and not the node, its sshd or other work. O(confinement) chooses how; with C(auto) the first
+    that works here of a transient systemd scope (C(systemd-run --scope -p MemoryMax=... -p MemorySwapMax=0)), a child
+    memory cgroup made through cgroupfs, and a watchdog that stops the build's own process group when the node's
+    memory runs low. The result's RV(confinement) says which ran and why each earlier one could not.
   - Sizes the build through its environment - C(CMAKE_BUILD_PARALLEL_LEVEL), C(MAX_JOBS), C(NVCC_THREADS),
     C(CMAKE_ARGS) with C(-DSGL_KERNEL_COMPILE_THREADS=<nvcc_threads>) appended, C(CMAKE_POLICY_VERSION_MINIMUM),
     C(CCACHE_DIR), C(TORCH_CUDA_ARCH_LIST).
-  - Detects an OOM kill (the cgroup's C(oom_kill) counter, exit status 137, the kernel log when readable) and resumes
-    in the same build directory with the jobs halved, up to O(max_attempts); fails clearly when one job still does
-    not fit.
-  - Holds a lock per build directory (a second build there is refused naming the holder's pid) and writes a stamp
-    of the source revision and configuration (not the job count), so an up-to-date build returns C(changed=false)
-    without running.
+  - Detects an OOM kill (the cgroup's C(oom_kill) counter, exit status 137, the kernel log when readable, a watchdog
+    stop) and resumes in the same build directory with the jobs halved, up to O(max_attempts); fails clearly when one
+    job still does not fit.
+  - Holds a lock per build directory for the build's whole life (an C(flock) the build's processes inherit, so it
+    stays taken while any of them runs, also after the module was killed); a second build there is refused naming
+    the holder. Writes a stamp of the source (git HEAD plus the content of modified and untracked files under
+    O(source), or the content of every file without git), the toolchain (path, file and version of cc, c++, nvcc,
+    cmake, ninja) and the configuration (not the job count), so an up-to-date build returns C(changed=false).
   - Writes a log file and a JSON status file (state, attempt, jobs, ninja's C([N/M]) progress, memory in use) that
-    a poller can read while the module runs under C(async).
-  - Always removes the cgroup it made.
+    a poller can read while the module runs under C(async). A status still saying C(running) while the lock is free
+    is stale (its module was killed); the next run reports it as RV(stale_status).
+  - State files are opened without following symlinks and made mode 0600; a build directory (or log or status
+    directory) owned by another user, or writable by everyone without the sticky bit, is refused.
+  - Always removes the cgroup it made; a run finds and removes its own stale cgroups left by a killed run.
 options:
   argv:
     description:
@@ -51,7 +57,9 @@ options:
         files' sizes and modification times). Defaults to O(chdir).
     type: path
   source_ignore:
-    description: Names or paths relative to O(source) left out of the tree hash (build outputs).
+    description:
+      - Top-level names or paths relative to O(source) left out of the source hash (build outputs). They match from
+        the top only - a source folder C(csrc/build) is hashed although C(build) is listed.
     type: list
     elements: str
     default: [.git, build, dist, __pycache__, _skbuild, .eggs]
@@ -67,8 +75,8 @@ options:
     type: str
   jobs:
     description:
-      - Parallel jobs to start with (a whole number). Planned from the node's memory and CPUs when omitted.
-    type: raw
+      - Parallel jobs to start with (1 to 4096). Planned from the node's memory and CPUs when omitted.
+    type: int
   nvcc_threads:
     description: nvcc threads per compile job (C(SGL_KERNEL_COMPILE_THREADS), C(NVCC_THREADS)).
     type: int
@@ -81,30 +89,33 @@ options:
     description:
       - The build cgroup's memory limit (bytes or a size like C(400GiB)); usually the C(budget_bytes) of
         P(gpufleet.preflight.build_jobs#filter). Planned as effective available minus O(reserve) when omitted.
-      - Must hold at least one job (O(nvcc_threads) x O(memory_per_thread)).
+      - Must hold at least one job (O(nvcc_threads) x O(memory_per_thread)). Above the node's memory it is used with a
+        warning (the cgroup then does not protect the node). Sizes are binary - C(64GB) is 64 GiB, with a warning.
     type: str
   memory_per_thread:
-    description: Memory one concurrent nvcc thread takes, for planning and the one-job check.
+    description: Memory one concurrent nvcc thread takes, for planning and the one-job check; more than 0.
     type: str
     default: 5GiB
   reserve:
-    description: Memory kept free when planning; defaults to the larger of 8 GiB and 10% of the effective total.
+    description:
+      - Memory kept free when planning, and the watchdog's floor (C(confinement=watchdog) stops the build when less is
+        free); defaults to the larger of 8 GiB and 10% of the effective total.
     type: str
   min_jobs:
-    description: Fewest jobs when planning.
+    description: Fewest jobs when planning (1 to 4096).
     type: int
     default: 1
   max_jobs:
-    description: Most jobs when planning.
+    description: Most jobs when planning (1 to 4096).
     type: int
   cpus:
-    description: Usable CPUs for planning; read from affinity and the cgroup CPU quota when omitted.
+    description: Usable CPUs for planning (at least 1); read from affinity and the cgroup CPU quota when omitted.
     type: int
   memory_facts:
     description: The node's C(gpufleet_memory) facts for planning; read from C(/proc/meminfo) and the cgroup when omitted.
     type: dict
   max_attempts:
-    description: Attempts in all, the first included; each OOM kill halves the jobs for the next.
+    description: Attempts in all (1 to 64), the first included; each OOM kill halves the jobs for the next.
     type: int
     default: 4
   cmake_args:
@@ -120,7 +131,10 @@ options:
     description: C(TORCH_CUDA_ARCH_LIST), e.g. C(12.0a) for Blackwell SM120.
     type: str
   environment:
-    description: More environment variables for the build (a C(CMAKE_ARGS) here joins O(cmake_args)).
+    description:
+      - More environment variables for the build (a C(CMAKE_ARGS) here joins O(cmake_args)).
+      - Their values may be secrets (index tokens) - they are never returned (RV(env) shows C(********)) nor written
+        to the stamp, which keeps a hash of them only.
     type: dict
     default: {}
   artifacts:
@@ -137,29 +151,46 @@ options:
     description: The JSON status file. Defaults to C(<build_dir>/gpufleet-build.status.json).
     type: path
   status_interval:
-    description: Seconds between status file updates.
+    description: Seconds between status file updates (0.05 to 3600).
     type: float
     default: 2
+  confinement:
+    description:
+      - How the build is kept from taking the node down with it.
+      - C(systemd) - a transient scope per attempt, C(systemd-run --scope --collect -p MemoryMax=<limit>
+        -p MemorySwapMax=0) (with C(-p OOMPolicy=continue) from systemd 253); needs PID 1 systemd and root.
+      - C(cgroupfs) - a child memory cgroup of the module's own (cgroup v1), or on cgroup v2 of the module's cgroup's
+        parent when that one holds no processes of its own (a delegated cgroup); processes the module did not start
+        are never moved.
+      - C(watchdog) - no cgroup; the memory that limits the node (the tightest cgroup limit over the module's own
+        cgroup and its ancestors minus usage less page cache, else C(MemAvailable)) is watched every 50 ms and the
+        build's own process group (it runs in its own session) is killed when less than O(reserve) is left; that
+        counts as an OOM, and the build resumes with half the jobs.
+      - C(none) - unconfined; OOM detection rests on exit status 137 and the kernel log.
+      - C(auto) - the first of C(systemd), C(cgroupfs), C(watchdog) that is possible here.
+    type: str
+    choices: [auto, systemd, cgroupfs, watchdog, none]
+    default: auto
   confine:
     description:
-      - Run the build in its own memory cgroup. Needs root or a delegated cgroup; without it OOM detection falls back
-        to exit status 137 and the kernel log.
+      - Deprecated, use O(confinement). C(false) means O(confinement=none); C(true) leaves O(confinement) as set.
     type: bool
-    default: true
   force:
     description: Build even when the stamp says the build is up to date.
     type: bool
     default: false
   timeout:
-    description: Seconds the whole build may take before it is stopped; unlimited when omitted.
+    description: Seconds the whole build may take before it is stopped (at least 1); unlimited when omitted.
     type: int
   tail_lines:
-    description: Lines of the log returned on failure.
+    description: Lines of the log returned on failure (0 to 100000).
     type: int
     default: 40
 notes:
   - Meant to run with C(async); the role P(gpufleet.preflight.sgl_kernel#role) polls it and prints the status file's progress.
   - An up-to-date check reads the stamp only; delete the build directory or set O(force) to rebuild.
+  - Without C(git) on the node the stamp hashes the content of the source tree.
+  - Every command the module runs itself (C(git), C(--version) probes, C(systemd-run --version)) has a timeout.
 seealso:
   - plugin: gpufleet.preflight.build_jobs
     plugin_type: filter
@@ -192,13 +223,20 @@ EXAMPLES = r"""
   poll: 0
   register: _build_job
 
-- name: A synthetic build that OOMs at -j8 in 400 MiB and finishes at -j2
+- name: A synthetic build that OOMs at -j8 in 400 MiB and finishes at -j2 (in a directory root owns, not /tmp)
   gpufleet.preflight.guarded_build:
     cmd: cmake -S . -B build -G Ninja && cmake --build build
-    chdir: /tmp/hungry
+    chdir: /srv/build/hungry
     jobs: 8
     memory_limit: 400MiB
     memory_per_thread: 150MiB
+
+- name: In a container with a read-only /sys/fs/cgroup, the watchdog keeps 1 GiB free
+  gpufleet.preflight.guarded_build:
+    cmd: cmake --build build
+    chdir: /srv/build/project
+    confinement: watchdog
+    reserve: 1GiB
 """
 
 RETURN = r"""
@@ -224,7 +262,10 @@ attempts:
     rc: {description: Exit status of the command (negative for a signal)., type: int}
     oom: {description: Whether the attempt was OOM-killed., type: bool}
     why: {description: What the OOM verdict rests on., type: str}
-    oom_kills: {description: OOM kills counted by the build cgroup (null when unconfined)., type: int}
+    oom_kills: {description: OOM kills counted by the build cgroup (null without one)., type: int}
+    kind: {description: "How the attempt ended: ok, oom, timeout, failed, interrupted.", type: str}
+    watchdog: {description: Why the watchdog stopped the attempt; null when it did not., type: str}
+    strategy: {description: The confinement the attempt ran in., type: str}
     kernel_oom_lines: {description: Kernel log lines about OOM kills in the build cgroup., type: list, elements: str}
     duration: {description: Seconds., type: float}
     peak_memory_bytes: {description: The cgroup's peak memory during the attempt., type: int}
@@ -279,12 +320,35 @@ plan:
   type: dict
   returned: when planned
 env:
-  description: The environment variables the build got beyond the module's own environment.
+  description: The environment variables the build got beyond the module's own environment; values set through O(environment) show as C(********).
   type: dict
   returned: always
   sample: {CMAKE_BUILD_PARALLEL_LEVEL: "2", MAX_JOBS: "2", CMAKE_ARGS: "-DSGL_KERNEL_COMPILE_THREADS=1"}
 cgroup:
-  description: The build's cgroup (version, directory, path); null when unconfined.
+  description: The build's cgroup (version, directory, path) of the last attempt; null without one.
+  type: dict
+  returned: when the build ran
+confinement:
+  description:
+    - The strategy that ran (C(strategy)), the one asked for (C(requested)), why each earlier one in the C(auto)
+      order could not (C(skipped)), and its cgroup or watched memory.
+  type: dict
+  returned: always
+  sample:
+    strategy: cgroupfs
+    requested: auto
+    skipped: {systemd: PID 1 is not systemd (no /run/systemd/system)}
+    cgroup: {version: 1, dir: /sys/fs/cgroup/memory/gpufleet-build-hungry-1a2b3c4d, path: /gpufleet-build-hungry-1a2b3c4d}
+stale_status:
+  description: Set when the status file still said C(running) from a run that was killed.
+  type: str
+  returned: when found
+toolchain:
+  description: The toolchain identity in the stamp (path, size and mtime, version line per tool; null when absent).
+  type: dict
+  returned: always
+source_revision:
+  description: What the stamp records of the source (git HEAD and a hash of modified and untracked files, or a tree hash).
   type: dict
   returned: always
 log_tail:
@@ -299,8 +363,6 @@ failed_steps:
   returned: on failure after the build ran
 """
 
-import os
-
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 
@@ -308,57 +370,68 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._guarded_build 
     BuildError,
     GuardedBuild,
 )
+from ansible_collections.gpufleet.preflight.plugins.module_utils._run import (
+    find_executable,
+    run_with_timeout,
+    search_path,
+)
+
+
+def find_in(name, env):
+    """The one way programs are found: ``name`` on the build environment's PATH (absolute: checked as is)."""
+    return find_executable(name, search_path([], environ=env))
+
+
+# the one home of the options' defaults; module_utils reads them from params, tests from here
+ARGUMENT_SPEC = dict(
+    argv=dict(type="list", elements="str"),
+    cmd=dict(type="str"),
+    chdir=dict(type="path", required=True),
+    source=dict(type="path"),
+    source_ignore=dict(type="list", elements="str",
+                       default=[".git", "build", "dist", "__pycache__", "_skbuild", ".eggs"]),
+    build_dir=dict(type="path", default="build"),
+    name=dict(type="str"),
+    jobs=dict(type="int"),
+    nvcc_threads=dict(type="int", default=1),
+    threads_variable=dict(type="str", default="SGL_KERNEL_COMPILE_THREADS"),
+    memory_limit=dict(type="str"),
+    memory_per_thread=dict(type="str", default="5GiB"),
+    reserve=dict(type="str"),
+    min_jobs=dict(type="int", default=1),
+    max_jobs=dict(type="int"),
+    cpus=dict(type="int"),
+    memory_facts=dict(type="dict"),
+    max_attempts=dict(type="int", default=4),
+    cmake_args=dict(type="str"),
+    cmake_policy_version_minimum=dict(type="str"),
+    ccache_dir=dict(type="path"),
+    cuda_arch_list=dict(type="str"),
+    environment=dict(type="dict", default={}),
+    artifacts=dict(type="list", elements="str", default=[]),
+    log_path=dict(type="path"),
+    status_path=dict(type="path"),
+    status_interval=dict(type="float", default=2),
+    confinement=dict(type="str", default="auto", choices=["auto", "systemd", "cgroupfs", "watchdog", "none"]),
+    confine=dict(type="bool"),
+    force=dict(type="bool", default=False),
+    timeout=dict(type="int"),
+    tail_lines=dict(type="int", default=40),
+)
 
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            argv=dict(type="list", elements="str"),
-            cmd=dict(type="str"),
-            chdir=dict(type="path", required=True),
-            source=dict(type="path"),
-            source_ignore=dict(type="list", elements="str",
-                               default=[".git", "build", "dist", "__pycache__", "_skbuild", ".eggs"]),
-            build_dir=dict(type="path", default="build"),
-            name=dict(type="str"),
-            jobs=dict(type="raw"),
-            nvcc_threads=dict(type="int", default=1),
-            threads_variable=dict(type="str", default="SGL_KERNEL_COMPILE_THREADS"),
-            memory_limit=dict(type="str"),
-            memory_per_thread=dict(type="str", default="5GiB"),
-            reserve=dict(type="str"),
-            min_jobs=dict(type="int", default=1),
-            max_jobs=dict(type="int"),
-            cpus=dict(type="int"),
-            memory_facts=dict(type="dict"),
-            max_attempts=dict(type="int", default=4),
-            cmake_args=dict(type="str"),
-            cmake_policy_version_minimum=dict(type="str"),
-            ccache_dir=dict(type="path"),
-            cuda_arch_list=dict(type="str"),
-            environment=dict(type="dict", default={}),
-            artifacts=dict(type="list", elements="str", default=[]),
-            log_path=dict(type="path"),
-            status_path=dict(type="path"),
-            status_interval=dict(type="float", default=2),
-            confine=dict(type="bool", default=True),
-            force=dict(type="bool", default=False),
-            timeout=dict(type="int"),
-            tail_lines=dict(type="int", default=40),
-        ),
+        argument_spec=ARGUMENT_SPEC,
         mutually_exclusive=[("argv", "cmd")],
         required_one_of=[("argv", "cmd")],
         supports_check_mode=True,
     )
+    if module.params["confine"] is not None:
+        module.deprecate("confine is replaced by confinement (confine=false is confinement=none)",
+                         version="2.0.0", collection_name="gpufleet.preflight")
 
-    def run(argv, timeout):
-        rc, out, err = module.run_command(argv)
-        return rc, out, err
-
-    def which(name, path):
-        return module.get_bin_path(name, opt_dirs=[part for part in path.split(os.pathsep) if part])
-
-    build = GuardedBuild(module.params, run, which, check_mode=module.check_mode)
+    build = GuardedBuild(module.params, run_with_timeout, find_in, check_mode=module.check_mode)
     failure = None
     try:
         result = build.execute()
@@ -366,6 +439,8 @@ def main():
         failure = (to_native(exc), dict(exc.result))
     except (IOError, OSError) as exc:
         failure = ("guarded_build: %s" % to_native(exc), dict(build.result))
+    for warning in build.warnings:
+        module.warn(warning)
     if failure:
         # outside the except block: ansible-core would attach the handled exception's traceback
         message, result = failure

@@ -1,0 +1,310 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The guarded build's state on disk: lock, stamp, status and log files, and the fingerprint.
+
+The module runs as root in directories other users may reach, so every state file is opened with
+``O_NOFOLLOW`` (a planted symlink fails the open instead of redirecting root's write), new files
+with ``O_EXCL`` then renamed into place, all mode 0600, and a directory owned by another user or
+writable by everyone is refused. The lock is an ``flock`` on a file descriptor the build inherits:
+it is held exactly as long as any process of the build lives, also when the module was killed.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import errno
+import fcntl
+import glob
+import hashlib
+import json
+import os
+import stat
+
+LOCK_NAME = ".gpufleet-build.lock"
+STAMP_NAME = ".gpufleet-build.stamp"
+LOG_NAME = "gpufleet-build.log"
+STATUS_NAME = "gpufleet-build.status.json"
+# tools whose identity goes into the fingerprint: a compiler replaced at the same path makes the build stale
+TOOLCHAIN = (("cc", "CC"), ("c++", "CXX"), ("nvcc", "CUDACXX"), ("cmake", None), ("ninja", None))
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
+
+class StateError(Exception):
+    """A state file or directory that cannot be used safely; the message names the path."""
+
+    def __init__(self, message, details=None):
+        super(StateError, self).__init__(message)
+        self.details = details or {}
+
+
+# ---------------------------------------------------------------- pure
+
+def tree_fingerprint(entries):
+    """sha256 over ``(relative path, content digest)`` entries of a source tree."""
+    digest = hashlib.sha256()
+    for rel, content in sorted(entries):
+        digest.update(("%s\0%s\n" % (rel, content)).encode("utf-8", "surrogateescape"))
+    return digest.hexdigest()
+
+
+def top_level_ignored(rel, ignore):
+    """``rel`` (relative to the source) is an ignored top-level name or lies under an ignored relative path.
+    Rules apply from the top only: a source folder ``csrc/build`` is read although ``build`` is ignored."""
+    rel = rel.replace(os.sep, "/")
+    return any(rel == entry or rel.startswith(entry + "/") for entry in ignore)
+
+
+def porcelain_paths(text):
+    """``git status --porcelain -z`` output -> the paths it names (both sides of a rename)."""
+    paths = []
+    fields = (text or "").split("\0")
+    index = 0
+    while index < len(fields):
+        entry = fields[index]
+        index += 1
+        if len(entry) < 4:
+            continue
+        paths.append(entry[3:])
+        if entry[0] in "RC":  # a rename's source follows as its own field
+            if index < len(fields) and fields[index]:
+                paths.append(fields[index])
+            index += 1
+    return paths
+
+
+def configuration_fingerprint(command, chdir, build_dir, variables, source, toolchain, job_variables):
+    """sha256 over what decides the build's output; the job count is left out on purpose, and the
+    environment enters as a hash only (its values may be secrets, the stamp is a file on the node)."""
+    env = sorted((key, value) for key, value in variables.items() if key not in job_variables)
+    config = {
+        "command": command,
+        "chdir": os.path.abspath(chdir),
+        "build_dir": os.path.abspath(build_dir),
+        "env_names": [key for key, dummy in env],
+        "env_sha256": hashlib.sha256(json.dumps(env).encode("utf-8", "surrogateescape")).hexdigest(),
+        "source": source,
+        "toolchain": toolchain,
+    }
+    return hashlib.sha256(json.dumps(config, sort_keys=True).encode("utf-8")).hexdigest(), config
+
+
+def unsafe_directory_reason(info, euid):
+    """Why a directory (its ``os.stat``) may not hold root's state files, or None."""
+    if info.st_uid != euid:
+        return "it is owned by uid %d, not by the user running the build (uid %d)" % (info.st_uid, euid)
+    if info.st_mode & stat.S_IWOTH and not info.st_mode & stat.S_ISVTX:
+        return "everyone may write to it"
+    return None
+
+
+# ---------------------------------------------------------------- I/O: files
+
+def check_directory(path, option, euid=None):
+    """StateError unless ``path`` is a real directory owned by us that others cannot plant files in."""
+    euid = os.geteuid() if euid is None else euid
+    try:
+        info = os.lstat(path)
+    except OSError as exc:
+        raise StateError("%s %s: %s" % (option, path, exc.strerror or exc))
+    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+        raise StateError("%s %s is not a directory (a symlink is refused: its target could be anywhere)"
+                         % (option, path))
+    why = unsafe_directory_reason(info, euid)
+    if why:
+        raise StateError("refusing %s %s: %s; the build's lock, log and status files there could be redirected "
+                         "by planted symlinks. Use a directory of your own (not under /tmp)" % (option, path, why))
+
+
+def make_directory(path, option):
+    """mkdir -p with mode 0700 for what we create; StateError naming the option on failure."""
+    try:
+        os.makedirs(path, 0o700)
+    except OSError as exc:
+        if exc.errno != errno.EEXIST:
+            raise StateError("cannot create %s %s: %s" % (option, path, exc.strerror or exc))
+
+
+def open_private(path, flags):
+    """``os.open`` without following a final symlink, mode 0600 for a new file; StateError naming the path."""
+    try:
+        return os.open(path, flags | _NOFOLLOW | _CLOEXEC, 0o600)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise StateError("%s is a symlink: refusing to follow it as root" % path)
+        raise StateError("%s: %s" % (path, exc.strerror or exc))
+
+
+def write_json_atomic(path, data):
+    """A new 0600 file (``O_EXCL``: never an existing one or a symlink) renamed over ``path``."""
+    tmp = "%s.tmp.%d" % (path, os.getpid())
+    try:
+        os.unlink(tmp)  # ours from an earlier crash of this pid, or a planted one: never written through
+    except OSError:
+        pass
+    fd = open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            json.dump(data, handle, indent=2, sort_keys=True)
+            handle.write("\n")
+        os.rename(tmp, path)
+    except (IOError, OSError) as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise StateError("%s: %s" % (path, exc.strerror or exc))
+
+
+def read_json(path):
+    try:
+        fd = os.open(path, os.O_RDONLY | _NOFOLLOW | _CLOEXEC)
+    except OSError:
+        return None
+    try:
+        with os.fdopen(fd) as handle:
+            return json.load(handle)
+    except (IOError, OSError, ValueError):
+        return None
+
+
+def open_log(path):
+    """The build log for appending (0600, never through a symlink): a binary file object."""
+    return os.fdopen(open_private(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND), "ab")
+
+
+def read_log_tail(path, max_bytes=65536, start=0):
+    try:
+        fd = os.open(path, os.O_RDONLY | _NOFOLLOW | _CLOEXEC)
+    except OSError:
+        return ""
+    with os.fdopen(fd, "rb") as handle:
+        handle.seek(0, os.SEEK_END)
+        handle.seek(max(start, handle.tell() - max_bytes))
+        return handle.read().decode("utf-8", "replace")
+
+
+def find_artifacts(chdir, patterns):
+    found = []
+    for pattern in patterns:
+        found.extend(glob.glob(os.path.join(chdir, pattern)))
+    return sorted(set(os.path.abspath(path) for path in found))
+
+
+def artifacts_present(chdir, patterns):
+    return all(glob.glob(os.path.join(chdir, pattern)) for pattern in patterns)
+
+
+# ---------------------------------------------------------------- I/O: the lock
+
+class BuildLock(object):
+    """``flock`` on ``<build_dir>/.gpufleet-build.lock``. The build inherits ``fd`` (``pass_fds``), so the
+    lock stays taken while any of its processes lives, also after the module itself was killed."""
+
+    def __init__(self, build_dir):
+        self.path = os.path.join(build_dir, LOCK_NAME)
+        self.fd = None
+
+    def acquire(self):
+        fd = open_private(self.path, os.O_RDWR | os.O_CREAT)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except (IOError, OSError) as exc:
+            holder = os.read(fd, 64).decode("ascii", "replace").strip() or "unknown"
+            os.close(fd)
+            if exc.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                raise StateError("%s: %s" % (self.path, exc.strerror or exc))
+            alive = holder.isdigit() and os.path.exists("/proc/%s" % holder)
+            raise StateError("another build holds %s (module pid %s%s): two builds never run in one build directory "
+                             "at once; wait for it or stop it" % (
+                                 self.path, holder, "" if alive else ", gone: processes of its build still run"),
+                             {"lock": self.path, "lock_holder_pid": holder})
+        os.ftruncate(fd, 0)
+        os.write(fd, ("%d\n" % os.getpid()).encode("ascii"))
+        self.fd = fd
+        return self
+
+    def release(self):
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+def stale_status(status):
+    """A status file that still says ``running`` while we hold the lock: its module and build are gone."""
+    if isinstance(status, dict) and status.get("state") in ("starting", "running", "oom-backoff"):
+        return "the previous run (module pid %s) left its status at %r: it was killed; its build is gone" % (
+            status.get("module_pid"), status.get("state"))
+    return None
+
+
+# ---------------------------------------------------------------- I/O: the fingerprint
+
+def _file_digest(path):
+    """sha256 of a file's content (a symlink: of its target text); ``-`` when it cannot be read."""
+    try:
+        if os.path.islink(path):
+            return "link:" + os.readlink(path)
+        digest = hashlib.sha256()
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+        return digest.hexdigest()
+    except (IOError, OSError):
+        return "-"
+
+
+def source_revision(source, run, git, ignore):
+    """What the build reads from ``source``: ``{'kind': 'git', 'revision': HEAD, 'dirty': hash}`` in a git work
+    tree (the dirty hash covers the content of every modified and untracked file under ``source``), else
+    ``{'kind': 'tree', ...}`` over the content of every file. ``git``: its path, or None where it is missing."""
+    if git:
+        rc, out, dummy = run([git, "-C", source, "rev-parse", "HEAD"], 30)
+        if rc == 0 and out.strip():
+            rc, status, err = run([git, "-C", source, "status", "--porcelain", "-z", "--untracked-files=all",
+                                   "--", "."], 120)
+            if rc != 0:
+                raise StateError("git status in source %s: %s" % (source, "timed out" if rc is None else err.strip()))
+            prefix_rc, prefix, dummy = run([git, "-C", source, "rev-parse", "--show-prefix"], 30)
+            prefix = prefix.strip() if prefix_rc == 0 else ""
+            entries = []
+            for path in porcelain_paths(status):
+                rel = path[len(prefix):] if prefix and path.startswith(prefix) else path
+                if not top_level_ignored(rel, ignore):
+                    entries.append((rel, _file_digest(os.path.join(source, rel))))
+            return {"kind": "git", "revision": out.strip(), "dirty": tree_fingerprint(entries) if entries else None,
+                    "dirty_files": len(entries)}
+    entries = []
+    for current, dirs, files in os.walk(source):
+        rel_dir = os.path.relpath(current, source)
+        dirs[:] = sorted(d for d in dirs if not top_level_ignored(os.path.normpath(os.path.join(rel_dir, d)), ignore))
+        for name in files:
+            rel = os.path.normpath(os.path.join(rel_dir, name))
+            if not top_level_ignored(rel, ignore):
+                entries.append((rel, _file_digest(os.path.join(current, name))))
+    return {"kind": "tree", "revision": tree_fingerprint(entries), "files": len(entries),
+            "why": "no git on this node" if not git else "not a git work tree"}
+
+
+def toolchain_identity(env, run, find):
+    """``{tool: "path size mtime | first line of --version"}`` for the compilers and build tools the build's
+    PATH resolves; a tool replaced in place (same path, new file) changes its entry."""
+    identity = {}
+    for tool, variable in TOOLCHAIN:
+        name = env.get(variable) if variable and env.get(variable) else tool
+        path = find(name, env)
+        if not path:
+            identity[tool] = None
+            continue
+        real = os.path.realpath(path)
+        try:
+            info = os.stat(real)
+            file_id = "%d %d" % (info.st_size, info.st_mtime_ns)
+        except OSError:
+            file_id = "-"
+        rc, out, dummy = run([path, "--version"], 30)
+        version = (out or "").strip().splitlines()
+        identity[tool] = "%s %s | %s" % (real, file_id, version[-1 if tool == "nvcc" else 0] if version else rc)
+    return identity

@@ -1,0 +1,119 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The watchdog confinement: where no cgroup can be made (read-only cgroupfs as Docker and Kubernetes
+mount it, no systemd, no root), watch the memory that limits the node - the tightest ``memory.max`` /
+``memory.limit_in_bytes`` over our own cgroup and its ancestors, minus its usage less reclaimable page
+cache, else ``MemAvailable`` - and SIGKILL the build's own process group when it falls below a floor
+(the planner's reserve), before the kernel's OOM killer picks a victim of its choosing.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+import re
+import signal
+
+from ansible_collections.gpufleet.preflight.plugins.module_utils._cgroupfs import ancestors, locate_controller, read_text
+from ansible_collections.gpufleet.preflight.plugins.module_utils._confinement import Confinement, Unavailable
+from ansible_collections.gpufleet.preflight.plugins.module_utils._human import human
+
+NO_LIMIT = 1 << 60  # v1 prints "no limit" as a page-rounded 2^63 - 1
+# seconds between two looks at the headroom: a compiler grows by at most a few hundred MiB in that time
+POLL_SECONDS = 0.05
+
+
+def parse_limit(text):
+    """v1 ``memory.limit_in_bytes`` / v2 ``memory.max`` text -> bytes, None for no limit."""
+    text = (text or "").strip()
+    if not text or text == "max":
+        return None
+    value = int(text)
+    return None if value >= NO_LIMIT else value
+
+
+def parse_stat_value(text, key):
+    """``memory.stat`` text -> the value of ``key``, or None."""
+    for line in (text or "").splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[0] == key:
+            return int(parts[1])
+    return None
+
+
+def headroom(limit, usage, inactive_file):
+    """Bytes left before ``limit``: the page cache the kernel would reclaim first does not count as used."""
+    return limit - max(0, usage - (inactive_file or 0))
+
+
+
+class WatchdogConfinement(Confinement):
+    """No cgroup of its own: watch the memory that limits the node and stop the build's process group
+    before the kernel's OOM killer picks a victim (sshd, the container's init, someone's notebook)."""
+
+    name = "watchdog"
+
+    def prepare(self):
+        self.watched = self._tightest_limit()
+        if self.watched is None:
+            self.watched = {"source": os.path.join(self.root, "proc/meminfo")}
+            if self._meminfo_available() is None:
+                raise Unavailable("neither a memory cgroup limit nor MemAvailable can be read")
+        if self.floor_bytes >= self.headroom():
+            raise Unavailable("only %s is free in %s, not above the watchdog's floor of %s (reserve)" % (
+                human(self.headroom()), self.watched["source"], human(self.floor_bytes)))
+
+    def _tightest_limit(self):
+        where = locate_controller("memory", root=self.root)
+        if where["dir"] is None:
+            return None
+        best = None
+        for directory in ancestors(where["dir"], where["mountpoint"]):
+            name = "memory.limit_in_bytes" if where["version"] == 1 else "memory.max"
+            try:
+                limit = parse_limit(read_text(os.path.join(directory, name))[0])
+            except ValueError:
+                limit = None
+            if limit is not None and (best is None or limit < best["limit"]):
+                best = {"source": directory, "limit": limit, "version": where["version"]}
+        return best
+
+    def _meminfo_available(self):
+        match = re.search(r"^MemAvailable:\s+(\d+) kB", read_text(os.path.join(self.root, "proc/meminfo"))[0] or "", re.M)
+        return int(match.group(1)) * 1024 if match else None
+
+    def headroom(self):
+        if "limit" not in self.watched:
+            return self._meminfo_available() or 0
+        version = self.watched["version"]
+        usage_name, inactive_key = ("memory.usage_in_bytes", "total_inactive_file") if version == 1 \
+            else ("memory.current", "inactive_file")
+        try:
+            usage = int(read_text(os.path.join(self.watched["source"], usage_name))[0])
+        except (TypeError, ValueError):
+            return self.watched["limit"]
+        stat = read_text(os.path.join(self.watched["source"], "memory.stat"))[0]
+        return headroom(self.watched["limit"], usage, parse_stat_value(stat, inactive_key))
+
+    def sample(self):
+        if "limit" not in self.watched:
+            return None
+        return self.watched["limit"] - self.headroom()
+
+    def guard(self, pgid):
+        left = self.headroom()
+        if left >= self.floor_bytes:
+            return None
+        try:
+            os.killpg(pgid, signal.SIGKILL)  # the build's own session and group, nothing else
+        except OSError:
+            return None
+        return "the watchdog stopped the build: %s left in %s, below the floor of %s" % (
+            human(left), self.watched["source"], human(self.floor_bytes))
+
+    def describe(self):
+        return {"strategy": self.name, "cgroup": None, "watched": self.watched.get("source"),
+                "watched_limit_bytes": self.watched.get("limit"), "floor_bytes": self.floor_bytes,
+                "floor_human": human(self.floor_bytes)}

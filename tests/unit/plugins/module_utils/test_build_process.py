@@ -1,0 +1,73 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""_build_process: the holder reports the build's exit status, keeps the build in its own session, and goes
+away by itself when the module does (real processes)."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+import time
+
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build_process import BuildProcess
+from ansible_collections.gpufleet.preflight.plugins.module_utils._confinement import Confinement
+
+
+def start(tmp_path, command):
+    log = open(str(tmp_path / "log"), "ab")
+    return BuildProcess(command, Confinement("u", 1, 0), str(tmp_path), dict(os.environ), log), log
+
+
+def wait_end(build, seconds=20):
+    deadline = time.time() + seconds
+    while not build.wait(0.1):
+        assert time.time() < deadline
+    return build.rc
+
+
+def test_exit_status_is_reported_and_the_holder_waits_to_be_released(tmp_path):
+    build, log = start(tmp_path, ["/bin/sh", "-c", "echo out; exit 3"])
+    assert wait_end(build) == 3 and build.started
+    assert build.process.poll() is None, "the holder stays until released (a systemd scope stays readable)"
+    assert build.release() == 3
+    log.close()
+    assert (tmp_path / "log").read_text() == u"out\n"
+
+
+def test_a_signal_death_reads_as_128_plus_the_signal(tmp_path):
+    build, log = start(tmp_path, ["/bin/sh", "-c", "kill -9 $$"])
+    assert wait_end(build) == 137
+    build.release()
+    log.close()
+
+
+def test_the_build_runs_in_its_own_session_and_kill_ends_the_whole_group(tmp_path):
+    build, log = start(tmp_path, ["/bin/sh", "-c", "sleep 60 & sleep 60; wait"])
+    assert build.pgid == os.getpgid(build.process.pid) != os.getpgid(0)
+    time.sleep(0.3)
+    build.kill()
+    assert wait_end(build) == -9
+    build.release()
+    log.close()
+    assert not [pid for pid in os.listdir("/proc") if pid.isdigit() and _live_in_group(pid, build.pgid)]
+
+
+def _live_in_group(pid, pgid):
+    """In process group ``pgid`` and not a zombie (killed children wait for init to reap them)."""
+    try:
+        with open("/proc/%s/stat" % pid) as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+    except (IOError, OSError):
+        return False
+    return int(fields[2]) == pgid and fields[0] != "Z"
+
+
+def test_the_build_gets_no_stdin_and_not_the_report_pipe(tmp_path):
+    build, log = start(tmp_path, ["/bin/sh", "-c", "read x; echo \"read=$? x=$x\"; ls /proc/self/fd | wc -l"])
+    assert wait_end(build) == 0
+    build.release()
+    log.close()
+    lines = (tmp_path / "log").read_text().splitlines()
+    assert lines[0] == "read=1 x=", "stdin is /dev/null, not the holder's release pipe"
+    assert int(lines[1]) <= 4, "stdin, stdout, stderr and ls's own directory fd only"

@@ -1,0 +1,190 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""_build_state: lock, state files that never follow a symlink, and a fingerprint that sees every change."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+import shutil
+import stat
+import subprocess
+
+import pytest
+
+from ansible_collections.gpufleet.preflight.plugins.module_utils import _build_state as state
+from ansible_collections.gpufleet.preflight.plugins.module_utils._run import find_executable, run_with_timeout
+
+GIT = shutil.which("git")
+
+
+def digest(revision, variables=None, toolchain=None, jobs="8"):
+    env = dict(variables or {}, MAX_JOBS=jobs)
+    return state.configuration_fingerprint(["make"], "/src", "/src/build", env, revision, toolchain or {},
+                                           ("MAX_JOBS",))
+
+
+def test_fingerprint_ignores_the_job_count_and_keeps_no_values():
+    first, config = digest({"kind": "git", "revision": "abc"}, {"PIP_INDEX_URL": "https://u:secret@x"})
+    assert first == digest({"kind": "git", "revision": "abc"}, {"PIP_INDEX_URL": "https://u:secret@x"}, jobs="2")[0]
+    assert first != digest({"kind": "git", "revision": "abc"}, {"PIP_INDEX_URL": "https://u:other@x"})[0]
+    assert "secret" not in repr(config) and config["env_names"] == ["PIP_INDEX_URL"]
+    assert first != digest({"kind": "git", "revision": "abc"}, {"PIP_INDEX_URL": "https://u:secret@x"},
+                           toolchain={"nvcc": "/usr/local/cuda/bin/nvcc 1 2 | 12.8"})[0]
+
+
+@pytest.mark.parametrize("rel, ignored", [
+    ("build", True), ("build/a.o", True), ("csrc/build/kernel.cu", False), ("csrc/build", False),
+    ("dist/x.whl", True), ("distribution.cu", False), ("third_party/cache", True),
+])
+def test_ignore_rules_apply_from_the_top_only(rel, ignored):
+    assert state.top_level_ignored(rel, ["build", "dist", "third_party/cache"]) is ignored
+
+
+def test_porcelain_paths_with_renames():
+    text = " M sgl-kernel/a.cu\0?? sgl-kernel/new.cu\0R  sgl-kernel/b.cu\0sgl-kernel/old.cu\0"
+    assert state.porcelain_paths(text) == ["sgl-kernel/a.cu", "sgl-kernel/new.cu", "sgl-kernel/b.cu",
+                                           "sgl-kernel/old.cu"]
+
+
+def _git(repo, *args):
+    subprocess.check_call(["git", "-C", str(repo)] + list(args), stdout=subprocess.DEVNULL)
+
+
+@pytest.mark.skipif(GIT is None, reason="needs git")
+def test_git_subdirectory_source_sees_edits_untracked_files_and_nested_build_dirs(tmp_path):
+    """The sgl-kernel layout: the source is a subdirectory of a git work tree."""
+    repo = tmp_path / "sglang"
+    source = repo / "sgl-kernel"
+    (source / "csrc" / "build").mkdir(parents=True)
+    (source / "csrc" / "build" / "k.cu").write_text(u"v1")
+    (repo / "README").write_text(u"top")
+    _git(repo, "init", "-q")
+    _git(repo, "-c", "user.email=t@t", "-c", "user.name=t", "add", ".")
+    _git(repo, "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-qm", "c")
+
+    def rev():
+        return state.source_revision(str(source), run_with_timeout, GIT, ["build"])
+    clean = rev()
+    assert clean["kind"] == "git" and clean["dirty"] is None
+    (source / "csrc" / "build" / "k.cu").write_text(u"v2")     # a source folder named build: not ignored
+    first_edit = rev()
+    assert first_edit["dirty"] and first_edit != clean
+    (source / "csrc" / "build" / "k.cu").write_text(u"v3")     # edited a second time: seen again
+    second_edit = rev()
+    assert second_edit["dirty"] != first_edit["dirty"]
+    (source / "new.cu").write_text(u"untracked")               # a new untracked file
+    assert rev()["dirty"] != second_edit["dirty"]
+    (source / "build").mkdir()
+    (source / "build" / "out.o").write_text(u"object")          # the top-level build dir: ignored
+    with_build = rev()
+    (source / "build" / "out2.o").write_text(u"object")
+    assert rev() == with_build
+    (repo / "README").write_text(u"outside the source")         # outside the subtree: not the build's input
+    assert rev() == with_build
+
+
+def test_tree_revision_sees_content_changes_that_keep_size_and_mtime(tmp_path):
+    (tmp_path / "a.cu").write_text(u"aaaa")
+    (tmp_path / "build").mkdir()
+    first = state.source_revision(str(tmp_path), run_with_timeout, None, ["build"])
+    assert first["kind"] == "tree" and first["why"] == "no git on this node"
+    (tmp_path / "build" / "a.o").write_text(u"object")
+    assert state.source_revision(str(tmp_path), run_with_timeout, None, ["build"]) == first
+    info = os.stat(str(tmp_path / "a.cu"))
+    (tmp_path / "a.cu").write_text(u"bbbb")
+    os.utime(str(tmp_path / "a.cu"), ns=(info.st_atime_ns, info.st_mtime_ns))
+    assert state.source_revision(str(tmp_path), run_with_timeout, None, ["build"])["revision"] != first["revision"]
+
+
+def test_toolchain_identity_changes_when_a_compiler_is_replaced_in_place(tmp_path):
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    cc = bindir / "cc"
+    cc.write_text(u"#!/bin/sh\necho 'cc (fake) 1.0'\n")
+    cc.chmod(0o755)
+    env = {"PATH": str(bindir)}
+
+    def find(name, environ):
+        return find_executable(name, [str(bindir)])
+    first = state.toolchain_identity(env, run_with_timeout, find)
+    assert first["cc"].endswith("| cc (fake) 1.0") and first["nvcc"] is None
+    cc.write_text(u"#!/bin/sh\necho 'cc (fake) 1.0'\n# rebuilt\n")
+    assert state.toolchain_identity(env, run_with_timeout, find)["cc"] != first["cc"]
+
+
+def test_lock_refuses_a_second_holder_naming_the_pid(tmp_path):
+    held = state.BuildLock(str(tmp_path)).acquire()
+    try:
+        with pytest.raises(state.StateError) as err:
+            state.BuildLock(str(tmp_path)).acquire()
+        assert "(module pid %d)" % os.getpid() in str(err.value)
+        assert err.value.details["lock_holder_pid"] == str(os.getpid())
+    finally:
+        held.release()
+    state.BuildLock(str(tmp_path)).acquire().release()  # free again once released
+
+
+def test_lock_is_held_while_a_process_that_inherited_it_lives(tmp_path):
+    held = state.BuildLock(str(tmp_path)).acquire()
+    child = subprocess.Popen(["sleep", "30"], pass_fds=(held.fd,))
+    try:
+        held.release()  # the module is gone; the build still runs
+        with pytest.raises(state.StateError) as err:
+            state.BuildLock(str(tmp_path)).acquire()
+        assert "gone: processes of its build still run" not in str(err.value)  # our pid still lives here
+    finally:
+        child.kill()
+        child.wait()
+    state.BuildLock(str(tmp_path)).acquire().release()
+
+
+@pytest.mark.parametrize("name", [state.LOCK_NAME, state.LOG_NAME, state.STATUS_NAME + ".tmp.%d" % os.getpid()])
+def test_planted_symlinks_are_never_followed(tmp_path, name):
+    victim = tmp_path / "victim"
+    victim.write_text(u"precious")
+    build = tmp_path / "build"
+    build.mkdir()
+    os.symlink(str(victim), str(build / name))
+    try:
+        if name == state.LOCK_NAME:
+            state.BuildLock(str(build)).acquire().release()
+        elif name == state.LOG_NAME:
+            state.open_log(str(build / name)).close()
+        else:
+            state.write_json_atomic(str(build / state.STATUS_NAME), {"state": "running"})
+    except state.StateError as exc:
+        assert "symlink" in str(exc)
+    assert victim.read_text() == u"precious"
+
+
+def test_state_files_are_private(tmp_path):
+    path = str(tmp_path / "status.json")
+    state.write_json_atomic(path, {"state": "running"})
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert state.read_json(path) == {"state": "running"}
+    state.open_log(str(tmp_path / "log")).close()
+    assert stat.S_IMODE(os.stat(str(tmp_path / "log")).st_mode) == 0o600
+
+
+def test_directories_of_other_users_are_refused(tmp_path):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    state.check_directory(str(mine), "build_dir")
+    with pytest.raises(state.StateError) as err:
+        state.check_directory(str(mine), "build_dir", euid=os.geteuid() + 1)
+    assert "refusing build_dir %s: it is owned by uid" % mine in str(err.value)
+    mine.chmod(0o777)
+    with pytest.raises(state.StateError) as err:
+        state.check_directory(str(mine), "log_path")
+    assert "everyone may write to it" in str(err.value)
+    os.symlink(str(mine), str(tmp_path / "link"))
+    with pytest.raises(state.StateError) as err:
+        state.check_directory(str(tmp_path / "link"), "build_dir")
+    assert "is not a directory (a symlink is refused" in str(err.value)
+
+
+def test_stale_status():
+    assert "module pid 42" in state.stale_status({"state": "running", "module_pid": 42})
+    assert state.stale_status({"state": "succeeded"}) is None and state.stale_status(None) is None

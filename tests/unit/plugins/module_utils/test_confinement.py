@@ -1,0 +1,69 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""_confinement: the systemd scope command, the cgroup v2 parent rule, names (pure), and a fixture cgroup dir."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import pytest
+
+from ansible_collections.gpufleet.preflight.plugins.module_utils._confinement import (
+    CgroupDir,
+    SystemdConfinement,
+    Unavailable,
+    cgroup_name,
+    parse_systemd_version,
+    systemd_run_argv,
+    v2_parent_problem,
+)
+
+
+def test_cgroup_name_is_per_build_dir_and_safe():
+    first = cgroup_name("sgl kernel/x", "/srv/a/build")
+    assert first.startswith("gpufleet-build-sgl_kernel_x-") and "/" not in first
+    assert first != cgroup_name("sgl kernel/x", "/srv/b/build")
+
+
+@pytest.mark.parametrize("text, version", [
+    ("systemd 252 (252.22-1~deb12u1)\n+PAM +AUDIT", 252), ("systemd 257 (257.7-1)\n", 257), ("", None), ("x", None),
+])
+def test_parse_systemd_version(text, version):
+    assert parse_systemd_version(text) == version
+
+
+@pytest.mark.parametrize("version, continue_policy", [(252, False), (253, True), (257, True), (None, False)])
+def test_systemd_run_argv(version, continue_policy):
+    argv = systemd_run_argv("/usr/bin/systemd-run", "gpufleet-build-x-1", 400 << 20, version)
+    assert argv[:6] == ["/usr/bin/systemd-run", "--scope", "--quiet", "--collect", "--unit", "gpufleet-build-x-1.scope"]
+    assert "MemoryMax=419430400" in argv and "MemorySwapMax=0" in argv and argv[-1] == "--"
+    assert ("OOMPolicy=continue" in argv) is continue_policy
+
+
+@pytest.mark.parametrize("subtree, procs, mount_root, problem", [
+    (True, ["1"], False, None),              # memory already given to children (delegated, leaf-free)
+    (False, [], False, None),                # no processes of its own: may enable +memory
+    (False, ["812"], True, None),            # the root (or a namespace root): the write decides
+    (False, ["812"], False, "holds processes of its own"),   # an ssh session scope: never move its processes
+])
+def test_v2_parent_problem(subtree, procs, mount_root, problem):
+    found = v2_parent_problem(subtree, procs, mount_root)
+    assert found is None if problem is None else problem in found
+
+
+def test_cgroup_dir_counters_from_a_fixture_tree(tmp_path):
+    (tmp_path / "memory.current").write_text(u"104857600\n")
+    (tmp_path / "memory.peak").write_text(u"419430400\n")
+    (tmp_path / "memory.events").write_text(u"low 0\nhigh 0\nmax 40\noom 2\noom_kill 2\n")
+    (tmp_path / "cgroup.procs").write_text(u"")
+    cgroup = CgroupDir(str(tmp_path), 2, str(tmp_path.parent))
+    assert (cgroup.usage(), cgroup.peak(), cgroup.oom_kills(), cgroup.pids()) == (100 << 20, 400 << 20, 2, [])
+    assert cgroup.path == "/" + tmp_path.name
+    assert cgroup.describe()["version"] == 2
+
+
+def test_systemd_is_unavailable_without_systemd_as_pid1(tmp_path):
+    strategy = SystemdConfinement("u", 1 << 30, 0, root=str(tmp_path), find=lambda name: None, run=None)
+    with pytest.raises(Unavailable) as err:
+        strategy.prepare()
+    assert "PID 1 is not systemd" in str(err.value)
