@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 # The build_deps torch test installs the local CPU torch wheel (about a minute): part of the full suite.
 export BUILD_DEPS_TEST_TORCH=${BUILD_DEPS_TEST_TORCH:-1}
 STAGES=("$@")
-[ ${#STAGES[@]} -gt 0 ] || STAGES=(units lint sanity integration host build roles fleet build-check bench-quick)
+# vm-images first: it builds and boots the test VMs in the background while the other stages run; vm waits for them.
+[ ${#STAGES[@]} -gt 0 ] || STAGES=(vm-images units lint sanity integration host build roles fleet build-check bench-quick vm)
 
 # Node-side code must run on every Python that ansible-core supports on targets and this machine has.
 node_pythons() {
@@ -40,8 +41,20 @@ stage() { printf '\n===== %s =====\n' "$1"; }
 for s in "${STAGES[@]}"; do
   case "$s" in
     units)
-      stage "unit tests (pytest, table-driven, on captured fixtures)"
-      pytest -q -p no:cacheprovider -p ci_no_skip tests/unit ;;
+      stage "unit tests (pytest, table-driven, on captured fixtures), then ansible-test units on 3.11 and the oldest node Python"
+      pytest -q -p no:cacheprovider -p ci_no_skip tests/unit
+      tree=$(ansible_test_tree)
+      (cd "$tree" && ansible-test units --requirements --python 3.11 --color no)
+      # Node-side code (modules, module_utils) must work on the oldest Python a node may run.
+      oldest=$(node_pythons | head -n 1)
+      if [ -n "$oldest" ]; then
+        version=$(basename "$(dirname "$oldest")" | cut -d. -f1-2)
+        (cd "$tree" && PATH="$oldest:$PATH" ansible-test units --requirements --python "$version" --color no)
+      elif [ "${CI:-}" = true ]; then
+        echo "units: no node Python 3.8-3.13 under /root/.pyenv; CI must test the oldest node Python" >&2; exit 1
+      else
+        echo "units: no node Python under /root/.pyenv; oldest-Python unit run skipped"
+      fi ;;
     lint)
       stage "ansible-lint --profile production"
       ansible-lint --profile production --offline roles playbooks ;;
@@ -49,8 +62,7 @@ for s in "${STAGES[@]}"; do
       stage "ansible-test sanity (node-side Pythons: $(node_pythons | sed 's#.*/versions/##; s#/bin##' | tr '\n' ' '))"
       tree=$(ansible_test_tree)
       extra_path=$(node_pythons | tr '\n' ':')
-      (cd "$tree" && PATH="$extra_path$PATH" ansible-test sanity --requirements --color no)
-      (cd "$tree" && ansible-test units --requirements --python 3.11 --color no) ;;
+      (cd "$tree" && PATH="$extra_path$PATH" ansible-test sanity --requirements --color no) ;;
     integration)
       stage "ansible-test integration (this host: real /proc, cgroups, nvcc)"
       tree=$(ansible_test_tree)
@@ -61,6 +73,14 @@ for s in "${STAGES[@]}"; do
     build-check)
       stage "ansible-galaxy collection build, install into an empty path, run the preflight from it"
       tests/build-check.sh ;;
+    vm-images)
+      stage "test VMs (Debian 12 + 13 under QEMU): image build or cache, boot, in the background (tests/vm/README.md)"
+      # stopped when this script ends, however it ends; the vm stage itself stops them after its tests
+      trap 'python3 tests/vm/vmlib.py down >/dev/null 2>&1 || true' EXIT
+      python3 tests/vm/vmlib.py up --background || echo "vm-images: not started; the vm stage says why" ;;
+    vm)
+      stage "pytest tests/vm (real systemd + cgroup v2 nodes: Debian VMs over ssh)"
+      pytest -q -p no:cacheprovider -p ci_no_skip tests/vm ;;
     bench-quick)
       stage "benchmarks in quick mode (no timing asserted)"
       if [ -x bench/run-all.sh ]; then GPUFLEET_BENCH_QUICK=1 bench/run-all.sh; else echo "bench: none yet"; fi ;;

@@ -1,6 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet.preflight contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""_subsets: setup-style gather_subset resolution."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -8,47 +9,9 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils._human import human, parse_size, with_human
 from ansible_collections.gpufleet.preflight.plugins.module_utils._subsets import resolve_subsets
 
-GIB = 1024 ** 3
 KNOWN = ("memory", "build_processes", "gpus")
-
-
-@pytest.mark.parametrize("num, text", [
-    (None, None),
-    (0, "0B"),
-    (140 * 1024, "140Ki"),
-    (441 * 1024 ** 2, "441Mi"),
-    (235 * 1024 ** 2, "235Mi"),
-    (449 * GIB, "449Gi"),
-    (int(1.5 * GIB), "1.5Gi"),
-    (2 * 1024 ** 4, "2.0Ti"),
-])
-def test_human_reads_like_free_h(num, text):
-    assert human(num) == text
-
-
-def test_with_human_pairs_bytes_and_text():
-    assert with_human("total", 2 * GIB) == {"total_bytes": 2 * GIB, "total_human": "2.0Gi"}
-
-
-@pytest.mark.parametrize("text, expected", [
-    ("64GiB", 64 * GIB),
-    ("64G", 64 * GIB),
-    ("512MiB", 512 * 1024 ** 2),
-    ("1048576", 1048576),
-    (4096, 4096),
-])
-def test_parse_size(text, expected):
-    assert parse_size(text) == expected
-
-
-@pytest.mark.parametrize("text", ["abc", "-5G", "64 furlongs", True, -1])
-def test_parse_size_rejects_with_reason(text):
-    with pytest.raises(ValueError) as err:
-        parse_size(text)
-    assert repr(text) in str(err.value) or "negative" in str(err.value)
 
 
 @pytest.mark.parametrize("requested, expected", [

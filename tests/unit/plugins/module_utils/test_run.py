@@ -1,0 +1,107 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""_run: commands with a hard timeout (never an unbounded wait), and the one way to find a program.
+
+The D-state case (a child that outlives SIGKILL) needs a frozen cgroup: tests/host/test_gpus_wedged.py.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+import time
+
+import pytest
+
+from ansible_collections.gpufleet.preflight.plugins.module_utils._run import (
+    DID_NOT_EXIT,
+    did_not_exit,
+    find_executable,
+    process_state,
+    run_with_timeout,
+    search_path,
+)
+
+
+@pytest.mark.parametrize("argv, timeout, data, expected", [
+    (["sh", "-c", "echo out; echo err >&2; exit 3"], 10, None, (3, "out\n", "err\n")),
+    (["cat"], 10, "fed on stdin\n", (0, "fed on stdin\n", "")),
+    (["cat"], 10, None, (0, "", "")),                        # stdin is /dev/null, not the module's
+    (["/nonexistent/tool"], 10, None, (127, "", "/nonexistent/tool: No such file or directory")),
+])
+def test_run_with_timeout_answers(argv, timeout, data, expected):
+    assert run_with_timeout(argv, timeout, data=data) == expected
+
+
+def test_timeout_kills_the_whole_group_quickly(tmp_path):
+    marker = tmp_path / "grandchild.pid"
+    started = time.monotonic()
+    rc, _out, err = run_with_timeout(["sh", "-c", "sleep 60 & echo $! > %s; wait" % marker], 0.5)
+    assert rc is None and "timed out after 0.5s and was killed" in err and not did_not_exit(err)
+    assert time.monotonic() - started < 5
+    grandchild = int(marker.read_text())
+    for _attempt in range(100):
+        if process_state(grandchild) in (None, "Z"):
+            break
+        time.sleep(0.05)
+    assert process_state(grandchild) in (None, "Z")
+
+
+def test_an_escaped_grandchild_holding_the_pipe_does_not_block():
+    """setsid puts the grandchild outside the killed group; it keeps stdout open: bounded by kill_grace."""
+    started = time.monotonic()
+    rc, _out, err = run_with_timeout(["sh", "-c", "setsid sleep 30 & sleep 60"], 0.5, kill_grace=0.5)
+    assert rc is None and "was killed" in err
+    assert time.monotonic() - started < 5
+
+
+@pytest.mark.parametrize("stderr, stuck", [
+    ("nvidia-smi: timed out after 2s and %s within 2s (pid 9, state D: uninterruptible sleep)" % DID_NOT_EXIT, True),
+    ("nvidia-smi: timed out after 2s and was killed", False),
+    ("", False),
+    (None, False),
+])
+def test_did_not_exit(stderr, stuck):
+    assert did_not_exit(stderr) is stuck
+
+
+def test_process_state():
+    assert process_state(os.getpid()) in ("R", "S")
+    assert process_state(2 ** 22 + 7) is None
+
+
+def _tool(directory, name, executable=True):
+    directory.mkdir(exist_ok=True)
+    path = directory / name
+    path.write_text("#!/bin/sh\n")
+    path.chmod(0o755 if executable else 0o644)
+    return str(path)
+
+
+def test_find_executable_path_order_first(tmp_path):
+    """PATH first, in its order, then the fallback directories: what the operator runs by hand."""
+    venv, usr = tmp_path / "venv", tmp_path / "usr"
+    first = _tool(venv, "cmake")
+    _tool(usr, "cmake")
+    dirs = search_path([str(usr)], environ={"PATH": str(venv)})
+    assert dirs == [str(venv), str(usr)]
+    assert find_executable("cmake", dirs) == first
+    assert find_executable("cmake", search_path([str(venv)], environ={"PATH": str(usr)})) == str(usr / "cmake")
+
+
+@pytest.mark.parametrize("name, found", [("tool", True), ("plain", False), ("missing", False)])
+def test_find_executable_needs_an_executable_file(tmp_path, name, found):
+    _tool(tmp_path / "bin", "tool")
+    _tool(tmp_path / "bin", "plain", executable=False)
+    result = find_executable(name, [str(tmp_path / "bin")])
+    assert (result == str(tmp_path / "bin" / name)) if found else result is None
+
+
+def test_find_executable_absolute_and_environ(tmp_path):
+    tool = _tool(tmp_path / "bin", "tool")
+    assert find_executable(tool) == tool
+    assert find_executable(str(tmp_path / "bin" / "none")) is None
+    assert find_executable("tool", environ={"PATH": str(tmp_path / "bin")}) == tool
+    assert search_path(["/a", "/b"], environ={"PATH": "/b::/c"}) == ["/b", "/c", "/a"]
