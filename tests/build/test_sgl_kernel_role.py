@@ -130,3 +130,45 @@ def test_once_builds_on_one_node_and_installs_its_wheel_on_the_matching_ones(tmp
         assert hosts["node3"]["failed"] == 1
         assert "this node cannot take node1's wheel - python: cp312 here, cp311 on node1" in out
         assert not os.path.exists(str(tmp_path / "wheels-node3" / wheel))
+
+
+def test_import_name_is_a_module_name_never_code(tmp_path, build_venv):  # noqa: F811 pylint: disable=redefined-outer-name
+    """Issue 12 item 4: sgl_kernel_import_name was pasted into `python -c`; now it must be a dotted module name."""
+    venv = os.path.dirname(os.path.dirname(build_venv))
+    marker = tmp_path / "pwned"
+    for name in ["os'); open('%s', 'w'); ('" % marker, "sgl_kernel; import os", "1abc", "a..b", ""]:
+        rc, out = run_local(role_vars(tmp_path, venv, sgl_kernel_import_name=name))
+        assert rc != 0, out[-3000:]
+        assert "sgl_kernel_import_name must be a dotted Python module name" in out, out[-3000:]
+    assert not marker.exists()
+    assert not (tmp_path / "src").exists(), "refused before the source was copied"
+    with open(os.path.join(REPO, "roles", "sgl_kernel", "tasks", "install.yml")) as handle:
+        install = handle.read()
+    assert "import_module(sys.argv[1])" in install and "'{{ sgl_kernel_import_name }}'" not in install
+
+
+@pytest.mark.parametrize("shape", ["world-writable", "a-link", "not-a-dir"])
+def test_wheel_cache_another_user_could_swap_is_refused(tmp_path, build_venv, shape):  # noqa: F811 pylint: disable=redefined-outer-name
+    """Issue 12 item 20: the controller's wheel cache is checked before anything is built."""
+    venv = os.path.dirname(os.path.dirname(build_venv))
+    cache = tmp_path / "cache"
+    if shape == "world-writable":
+        cache.mkdir()
+        os.chmod(str(cache), 0o1777)
+    elif shape == "a-link":
+        (tmp_path / "elsewhere").mkdir(mode=0o700)
+        os.symlink(str(tmp_path / "elsewhere"), str(cache))
+    else:
+        cache.write_text("x")
+    rc, out = run_local(role_vars(tmp_path, venv, sgl_kernel_build_strategy="once", sgl_kernel_wheel_cache=str(cache)))
+    assert rc != 0, out[-3000:]
+    assert "sgl_kernel_wheel_cache %s on the controller must be a directory" % cache in out, out[-3000:]
+    assert not (tmp_path / "src").exists(), "refused before the source was copied"
+
+
+def test_wheel_cache_default_is_private():
+    """Issue 12 item 20: no shared /tmp default."""
+    with open(os.path.join(REPO, "roles", "sgl_kernel", "defaults", "main.yml")) as handle:
+        defaults = handle.read()
+    (line,) = [text for text in defaults.splitlines() if text.startswith("sgl_kernel_wheel_cache:")]
+    assert "/tmp" not in line and line.split(":", 1)[1].strip().startswith("~/")
