@@ -260,12 +260,11 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._process_match 
     refuse_broad,
 )
 from ansible_collections.gpufleet.preflight.plugins.module_utils._processes import (
-    MAX_GRACE,
     collect_build_processes,
     filter_selection,
-    reap,
     summarize,
 )
+from ansible_collections.gpufleet.preflight.plugins.module_utils._reap import MAX_GRACE, reap
 from ansible_collections.gpufleet.preflight.plugins.module_utils._values import seconds
 
 

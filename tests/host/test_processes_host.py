@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet.preflight contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The /proc scan and reaping against this host's real processes (moved out of tests/unit: they need real /proc)."""
+"""_processes and _reap against this host's real processes (moved out of tests/unit: they need real /proc)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -14,12 +14,8 @@ import sys
 
 import pytest
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils._processes import (
-    collect_build_processes,
-    protected_pids,
-    read_stat,
-    reap,
-)
+from ansible_collections.gpufleet.preflight.plugins.module_utils._processes import collect_build_processes, read_stat
+from ansible_collections.gpufleet.preflight.plugins.module_utils._reap import protected_pids, reap
 
 
 def pids(facts):
@@ -133,8 +129,3 @@ def test_reap_leaves_zombies_to_their_parent(children):
     assert result["changed"] is False
     assert result["remaining"][0]["reason"].startswith("zombie")
 
-
-def test_reap_rejects_negative_grace():
-    with pytest.raises(ValueError) as info:
-        reap([], grace=-1)
-    assert "grace" in str(info.value)
