@@ -58,5 +58,5 @@ def test_a_users_own_file_is_not_overwritten(tmp_path):
 def test_a_host_pattern_matching_nothing_fails_and_writes_nothing(tmp_path):
     run = preflight(tmp_path, "-e", "preflight_hosts=no_such_group")
     assert run.returncode != 0, run.stdout
-    assert "preflight_hosts=no_such_group matches no host of the inventory" in run.stdout
+    assert "preflight_hosts=no_such_group matches no host of the inventory" in run.stdout, run.stdout
     assert not (tmp_path / "reports").exists()
