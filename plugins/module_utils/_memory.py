@@ -16,8 +16,6 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import os
-
 from ansible_collections.gpufleet.preflight.plugins.module_utils._cgroupfs import (
     ancestors,
     locate_controller,

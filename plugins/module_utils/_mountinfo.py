@@ -44,4 +44,3 @@ def parse_mountinfo(text):
             "super_options": after[2].split(",") if len(after) > 2 else [],
         })
     return mounts
-
