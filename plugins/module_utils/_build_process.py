@@ -2,8 +2,9 @@
 # Copyright: gpufleet.preflight contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Start the guarded build the same way under every confinement: in its own session (so a stop reaches
-its whole process group and nothing else), under a small ``sh`` holder that reports the build's exit
-status on a pipe and waits to be released, keeping a systemd scope readable until its counters are read.
+its whole tree - ninja puts each step in a process group of its own - and nothing else), under a small
+``sh`` holder that reports the build's exit status on a pipe and waits to be released, keeping a systemd
+scope readable until its counters are read.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -20,6 +21,37 @@ import subprocess
 # signal, is not inherited by the build.
 HOLDER = ('trap : TERM INT HUP; echo started >&{rc}; "$@" </dev/null {rc}>&-; rc=$?; echo "exit $rc" >&{rc}; '
           'read dummy; exit "$rc"')
+
+
+def session_of(stat_text):
+    """``/proc/<pid>/stat`` text -> the session id (field 6; the command name in parentheses may hold spaces)."""
+    return int(stat_text.rsplit(")", 1)[1].split()[3])
+
+
+def kill_session(sid, proc="/proc", rounds=5):
+    """SIGKILL every process of session ``sid``: the build's whole tree, also what ninja started in process groups
+    of its own. Nothing outside the session the build was started in is signalled. Returns the pids killed."""
+    killed = set()
+    for dummy in range(rounds):  # a process may fork while we look: look again until none is left
+        found = []
+        for name in os.listdir(proc):
+            if not name.isdigit():
+                continue
+            try:
+                with open(os.path.join(proc, name, "stat")) as handle:
+                    if session_of(handle.read()) == sid:
+                        found.append(int(name))
+            except (IOError, OSError, ValueError, IndexError):
+                continue
+        for pid in found:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed.add(pid)
+            except OSError:
+                pass
+        if not found:
+            break
+    return sorted(killed)
 
 
 class BuildProcess(object):
@@ -72,10 +104,7 @@ class BuildProcess(object):
         return self.rc is not None
 
     def kill(self):
-        try:
-            os.killpg(self.pgid, signal.SIGKILL)
-        except OSError:
-            pass
+        kill_session(self.pgid)
 
     def release(self):
         """Let the holder exit (closing its stdin) and reap it."""

@@ -7,7 +7,7 @@
 - ``cgroupfs``: a child memory cgroup made through cgroupfs (v1; v2 where the parent may have children
   with a memory controller: it holds no processes of its own, or is the root).
 - ``watchdog``: no cgroup can be made (read-only cgroupfs, no root): the memory that limits the node is
-  watched, and the build's OWN process group is SIGKILLed when the headroom falls below a floor.
+  watched, and the build's OWN session (its whole tree) is SIGKILLed when the headroom falls below a floor.
 - ``none``: nothing; OOM detection then rests on exit status 137 and the kernel log.
 
 Every strategy starts the build the same way: in its own session, under a small ``sh`` holder that runs
@@ -175,7 +175,7 @@ class Confinement(object):
         pass
 
     def guard(self, pgid):
-        """None, or why the build's process group was stopped (the watchdog)."""
+        """None, or why the build's session was stopped (the watchdog)."""
         return None
 
     def sample(self):
