@@ -220,7 +220,9 @@ def find_offline_dir(name, offline_dir=None, sources=None):
         if key.lower() == name.lower() or fetchcontent_var(key) == fetchcontent_var(name):
             candidates.append(value)
     if offline_dir:
-        candidates += [os.path.join(offline_dir, name), os.path.join(offline_dir, name.lower())]
+        # a folder per name, or a FETCHCONTENT_BASE_DIR a previous configure filled (<name>-src)
+        candidates += [os.path.join(offline_dir, name), os.path.join(offline_dir, name.lower()),
+                       os.path.join(offline_dir, name.lower() + "-src")]
     for path in candidates:
         if path and os.path.isdir(path) and os.listdir(path):
             return path
@@ -234,7 +236,7 @@ def scan_fetchcontent(src, offline_dir=None, sources=None, max_depth=4):
     their CMake files are what a configure reads.
 
     -> {"declared": [{name, declared_in, git_repository, git_tag, url, depth, source_dir, subproject}],
-        "missing": [names],
+        "missing": [names], "cmake_args": [-DFETCHCONTENT_SOURCE_DIR_<NAME>=<dir> for those found offline],
         "errors": [...]} - ``source_dir`` is where the offline copy was found (None: missing).
     """
     declared = []
@@ -280,7 +282,15 @@ def scan_fetchcontent(src, offline_dir=None, sources=None, max_depth=4):
                 walked.add(key)
                 queue.append((entry["source_dir"], entry["name"], depth + 1))
     return {"declared": declared, "missing": [entry["name"] for entry in declared if entry["source_dir"] is None],
-            "errors": errors}
+            "cmake_args": offline_cmake_args(declared, sources), "errors": errors}
+
+
+def offline_cmake_args(declared, sources=None):
+    """``-DFETCHCONTENT_SOURCE_DIR_<NAME>=<dir>`` for every declared name found offline and not already given
+    in ``sources`` (any case) - those are passed by whoever gave them."""
+    given = set(fetchcontent_var(name) for name in (sources or {}))
+    return ["-D%s=%s" % (fetchcontent_var(entry["name"]), entry["source_dir"]) for entry in declared
+            if entry.get("source_dir") and fetchcontent_var(entry["name"]) not in given]
 
 
 def read_ninja_summary(path, keep=None):

@@ -95,6 +95,10 @@ fetchcontent:
       description: Names with no offline copy.
       type: list
       elements: str
+    cmake_args:
+      description: C(-DFETCHCONTENT_SOURCE_DIR_<NAME>=<dir>) for each name found in O(offline_dir) (not those of O(sources)).
+      type: list
+      elements: str
     errors:
       description: Files that could not be read.
       type: list

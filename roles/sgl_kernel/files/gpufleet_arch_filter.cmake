@@ -16,6 +16,8 @@
 #     The target and its install() rule stay valid; the library just carries no kernels. A library that
 #     others link (static, shared, object) is never emptied: it gets the wanted architectures instead.
 #
+# It also adds an empty target, gpufleet_arch_probe, for a configure-only run.
+#
 # Nothing in the source tree is edited, so it is idempotent by construction: the same cache gives the same
 # build.ninja. The role reads build.ninja afterwards and refuses to build when other architectures remain.
 # Needs CMake >= 3.19 (cmake_language(DEFER)).
@@ -121,6 +123,11 @@ endfunction()
 
 function(_gpufleet_filter_directory)
   set(_dir "${CMAKE_CURRENT_SOURCE_DIR}")
+  if(_dir STREQUAL CMAKE_SOURCE_DIR AND NOT TARGET gpufleet_arch_probe)
+    # builds nothing: `-Cbuild.targets=gpufleet_arch_probe` makes a configure-only run of a scikit-build-core
+    # project, after which the role reads build.ninja before any CUDA object is compiled
+    add_custom_target(gpufleet_arch_probe COMMENT "gpufleet: configured for sm_${GPUFLEET_CUDA_ARCHS}")
+  endif()
   # the directory's own CMAKE_CUDA_FLAGS (deferred calls run in the directory's scope)
   _gpufleet_filter_options("${CMAKE_CUDA_FLAGS}" _flags)
   set(CMAKE_CUDA_FLAGS "${_flags}" PARENT_SCOPE)

@@ -13,6 +13,7 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._sgl_tree impor
     arch_number,
     cmake_cache_notfound,
     fetchcontent_var,
+    offline_cmake_args,
     parse_fetchcontent,
     parse_ninja_cuda_steps,
     parse_subprojects,
@@ -182,3 +183,18 @@ def test_scan_fetchcontent_empty_dir_is_missing(tmp_path):
     (tmp_path / "off" / "a").mkdir(parents=True)
     assert scan_fetchcontent(str(tmp_path / "src"), str(tmp_path / "off"))["missing"] == ["a"]
     assert scan_fetchcontent(str(tmp_path / "src"))["missing"] == ["a"]
+
+
+def test_offline_cmake_args_skip_names_given_explicitly():
+    declared = [{"name": "repo-a", "source_dir": "/off/repo-a"}, {"name": "json", "source_dir": "/off/json"},
+                {"name": "gone", "source_dir": None}]
+    assert offline_cmake_args(declared, {"JSON": "/mine/json"}) == ["-DFETCHCONTENT_SOURCE_DIR_REPO-A=/off/repo-a"]
+    assert offline_cmake_args(declared) == ["-DFETCHCONTENT_SOURCE_DIR_REPO-A=/off/repo-a",
+                                            "-DFETCHCONTENT_SOURCE_DIR_JSON=/off/json"]
+
+
+def test_scan_fetchcontent_takes_a_filled_base_dir(tmp_path):
+    _tree(tmp_path, {"src/CMakeLists.txt": "FetchContent_Declare(Repo-A URL u)", "base/repo-a-src/x.h": ""})
+    found = scan_fetchcontent(str(tmp_path / "src"), str(tmp_path / "base"))
+    assert found["missing"] == [] and found["cmake_args"] == [
+        "-DFETCHCONTENT_SOURCE_DIR_REPO-A=%s" % (tmp_path / "base" / "repo-a-src")]
