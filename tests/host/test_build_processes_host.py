@@ -260,7 +260,9 @@ def test_node_facts_bad_options_are_named(tmp_path, args, words):
 
 def test_catastrophic_pattern_is_named_not_a_hang(tmp_path):
     """(a+)+$ against a real process whose argv ends in 40 a's and a b: the scan used to hang (item 18)."""
-    victim = subprocess.Popen(["sh", "-c", "sleep %d" % LONG, "a" * 40 + "b"], start_new_session=True)
+    # one process (no shell that would fork a child and leave it behind) whose argv ends in a's
+    victim = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(%d)" % LONG, "a" * 40 + "b"],
+                              start_new_session=True)
     try:
         for name in ("node_facts", "build_processes"):
             option = "build_process_patterns" if name == "node_facts" else "patterns"
@@ -272,5 +274,5 @@ def test_catastrophic_pattern_is_named_not_a_hang(tmp_path):
             assert result["msg"].startswith("%s: '(a+)+$' did not finish matching" % option), result["msg"]
             assert seconds < 20
     finally:
-        victim.kill()
+        os.killpg(victim.pid, signal.SIGKILL)
         victim.wait()
