@@ -27,7 +27,7 @@ import time
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 REPO_ROOT = os.path.dirname(BENCH_DIR)
 RESULTS_DIR = os.path.join(BENCH_DIR, "results")
-FLEET_LIB_DIR = os.path.join(REPO_ROOT, "tests", "fleet")
+FLEET_LIB_DIR = os.path.join(REPO_ROOT, "tests", "tools")  # fleetlib: the test fleet, shared with tests/fleet
 if FLEET_LIB_DIR not in sys.path:
     sys.path.insert(0, FLEET_LIB_DIR)
 

@@ -4,7 +4,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Benchmark 1: the fleet preflight against Ansible's own floor and the seed's ssh one-liner.
 
-On an N-node test fleet (real sshd per node, tests/fleet/fleetlib.py), medians over R rounds of:
+On an N-node test fleet (real sshd per node, tests/tools/fleetlib.py), medians over R rounds of:
 
 - ``ansible all -m ping``                                  (the floor: one module round trip per host)
 - ``ansible all -m setup -a gather_subset=hardware``       (what people use for memory facts today)

@@ -20,7 +20,7 @@ import pytest
 from conftest import PROJECTS, REPO, ansible_env
 from test_mini_kernel_wheel import build_venv  # noqa: F401 pylint: disable=unused-import
 
-sys.path.insert(0, os.path.join(REPO, "tests", "fleet"))
+sys.path.insert(0, os.path.join(REPO, "tests", "tools"))
 import fleetlib  # noqa: E402 pylint: disable=wrong-import-position
 
 PLAYBOOK = os.path.join(REPO, "playbooks", "build_sgl_kernel.yml")

@@ -19,10 +19,13 @@ where they fail (CI must never pass by skipping them).
 """
 
 import os
+import sys
 
 import pytest
 
-from fleetlib import TIMINGS, Fleet, FleetError, fleet_size_from_env, missing_prerequisites, run_adhoc, run_playbook  # noqa: F401 pylint: disable=unused-import
+# fleetlib lives in tests/tools, shared with bench/ (which must not import from a test folder of its own).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
+from fleetlib import TIMINGS, Fleet, FleetError, fleet_size_from_env, missing_prerequisites, run_adhoc, run_playbook  # noqa: F401,E402 pylint: disable=unused-import,wrong-import-position
 
 
 def _require_fleet():
