@@ -11,6 +11,8 @@ ssh              openssh-client
 ssh-keygen       openssh-client
 unshare          util-linux
 free             procps
+tini             tini
+dumb-init        dumb-init
 /usr/include/numa.h libnuma-dev
 shellcheck       shellcheck
 qemu-system-x86_64 qemu-system-x86
