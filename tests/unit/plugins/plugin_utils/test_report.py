@@ -11,7 +11,6 @@ from xml.etree import ElementTree
 import pytest
 
 from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _report
-from ansible_collections.gpufleet.preflight.plugins.filter.fleet_report import FilterModule
 
 GIB = 1024 ** 3
 
@@ -103,12 +102,6 @@ def test_gate_rejects_bad_limits(report, limit):
     with pytest.raises(ValueError) as err:
         _report.too_many_not_ready(report, limit)
     assert str(err.value).startswith("preflight_max_not_ready:")
-
-
-def test_filters_are_registered():
-    filters = FilterModule().filters()
-    assert sorted(filters) == ["fleet_gate", "fleet_junit", "fleet_markdown", "fleet_report", "fleet_table"]
-    assert filters["fleet_gate"](filters["fleet_report"](RESULTS), "1")["abort"] is True
 
 
 def test_json_render_round_trips(report):
