@@ -172,7 +172,8 @@ def read_json(path):
 
 def open_log(path):
     """The build log for appending (0600, never through a symlink): a binary file object."""
-    return os.fdopen(open_private(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND), "ab")
+    # unbuffered: a full disk fails the write that meets it, not a later close
+    return os.fdopen(open_private(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND), "ab", 0)
 
 
 def read_log_tail(path, max_bytes=65536, start=0):

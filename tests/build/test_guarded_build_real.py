@@ -226,6 +226,10 @@ def test_sigterm_stops_the_build_and_removes_its_cgroup(hungry):
     os.kill(status["module_pid"], signal.SIGTERM)
     result = finish_module(proc)
     assert result["failed"] and "the build was interrupted (signal 15)" in result["msg"]
+    # issue 13 item 5: the interrupted attempt keeps its record and peak memory
+    (attempt,) = result["attempts"]
+    assert attempt["kind"] == "interrupted" and attempt["jobs"] == 1 and attempt["peak_memory_bytes"] > 0
+    assert result["peak_memory_bytes"] == attempt["peak_memory_bytes"]
     assert build_cgroups("sigterm") == [], "the cgroup is gone"
     for pid in build_pids:
         assert not os.path.exists("/proc/%d" % pid) or open("/proc/%d/stat" % pid).read().split()[2] == "Z"

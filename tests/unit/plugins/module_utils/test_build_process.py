@@ -71,3 +71,30 @@ def test_the_build_gets_no_stdin_and_not_the_report_pipe(tmp_path):
     lines = (tmp_path / "log").read_text().splitlines()
     assert lines[0] == "read=1 x=", "stdin is /dev/null, not the holder's release pipe"
     assert int(lines[1]) <= 4, "stdin, stdout, stderr and ls's own directory fd only"
+
+
+def test_kill_reaches_steps_in_process_groups_of_their_own(tmp_path):
+    """ninja runs each step in a process group of its own: a killpg of the build's group would miss them."""
+    step = "import os, time; os.setpgid(0, 0); open('ready', 'w').close(); time.sleep(60)"
+    build, log = start(tmp_path, ["python3", "-c", step])
+    deadline = time.time() + 20
+    while not (tmp_path / "ready").exists():
+        assert time.time() < deadline
+        time.sleep(0.05)
+    stepping = [pid for pid in os.listdir("/proc") if pid.isdigit() and _live_in_group(pid, int(pid))
+                and _session(pid) == build.pgid]
+    assert stepping, "the step leads a group of its own inside the build's session"
+    build.kill()
+    wait_end(build)
+    build.release()
+    log.close()
+    for pid in stepping:
+        assert not _live_in_group(pid, int(pid))
+
+
+def _session(pid):
+    try:
+        with open("/proc/%s/stat" % pid) as handle:
+            return int(handle.read().rsplit(")", 1)[1].split()[3])
+    except (IOError, OSError):
+        return None

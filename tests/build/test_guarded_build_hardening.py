@@ -1,0 +1,131 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""guarded_build for real, hardened (issues 11 and 12): a node without git, the module killed with -9 (the lock
+lives as long as the build, the stale status and cgroup are recognised), a full filesystem under log_path, a
+build directory owned by another user."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+from conftest import build_cgroups, finish_module, run_module, start_module, wait_for_status
+
+HUNGRY_CMD = "cmake -S . -B build -G Ninja -DHOG_MIB={mib} -DHOG_SECONDS={seconds} && cmake --build build"
+
+
+def test_a_node_without_git_stamps_the_tree(tmp_path):
+    """A minimal image: no git anywhere on PATH. The stamp falls back to the content of the tree."""
+    empty_bin = tmp_path / "bin"
+    empty_bin.mkdir()
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "kernel.cu").write_text(u"__global__ void k() {}\n")
+    (source / "dist").mkdir()
+    args = {"argv": ["/bin/sh", "-c", "echo built > dist/k.whl"], "chdir": str(source),
+            "jobs": 1, "memory_limit": "256MiB", "memory_per_thread": "16MiB", "artifacts": ["dist/*.whl"],
+            "environment": {"PATH": str(empty_bin)}}
+    result = run_module(args)
+    assert not result.get("failed"), result["_output"]
+    assert result["source_revision"]["kind"] == "tree" and result["source_revision"]["why"] == "no git on this node"
+    assert result["env"]["PATH"] == "********", "environment values are never returned"
+    again = run_module(args)
+    assert again["up_to_date"] is True and again["changed"] is False
+    (source / "kernel.cu").write_text(u"__global__ void k2() {}\n")
+    assert run_module(args)["up_to_date"] is False
+
+
+def test_kill_9_of_the_module_leaves_the_lock_with_the_build(hungry):
+    """kill -9 of the module: its build runs on and keeps the lock; once it ends, the next run reports the stale
+    status, removes the stale cgroup and builds."""
+    args = {"cmd": HUNGRY_CMD.format(mib=10, seconds=1), "chdir": hungry, "name": "kill9", "jobs": 1,
+            "memory_limit": "256MiB", "memory_per_thread": "16MiB", "status_interval": 0.3, "confinement": "cgroupfs"}
+    status_path = os.path.join(hungry, "build", "gpufleet-build.status.json")
+    proc = start_module(args)
+    status = wait_for_status(status_path, lambda s: (s.get("progress") or {}).get("done", 0) >= 2)
+    os.kill(status["module_pid"], signal.SIGKILL)
+    proc.communicate(timeout=60)
+    (cgroup,) = build_cgroups("kill9")
+    while_running = run_module(args)
+    assert while_running.get("failed")
+    assert "another build holds" in while_running["msg"] and "gone: processes of its build still run" in \
+        while_running["msg"], while_running["msg"]
+    deadline = time.time() + 120
+    while True:  # the orphaned build finishes on its own
+        with open(os.path.join(cgroup, "cgroup.procs")) as handle:
+            if not handle.read().split():
+                break
+        assert time.time() < deadline
+        time.sleep(0.5)
+    with open(status_path) as handle:
+        assert json.load(handle)["state"] == "running", "the killed module could not update it"
+    resumed = run_module(args)
+    assert not resumed.get("failed"), resumed["_output"]
+    assert "left its status at 'running'" in resumed["stale_status"]
+    assert any("removed the stale cgroup" in note for note in resumed["confinement"]["notes"])
+    assert build_cgroups("kill9") == []
+
+
+def test_full_filesystem_under_log_path(hungry, tmp_path):
+    full = tmp_path / "full"
+    full.mkdir()
+    subprocess.check_call(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(full)])
+    try:
+        with open(str(full / "filler"), "wb") as handle:
+            try:
+                handle.write(b"x" * (128 << 10))
+            except (IOError, OSError):
+                pass
+        result = run_module({"cmd": HUNGRY_CMD.format(mib=10, seconds=0.1), "chdir": hungry, "name": "fullfs",
+                             "jobs": 1, "memory_limit": "256MiB", "memory_per_thread": "16MiB",
+                             "log_path": str(full / "logs" / "build.log")})
+    finally:
+        subprocess.check_call(["umount", str(full)])
+    assert result.get("failed")
+    assert str(full / "logs") in result["msg"] and "No space left on device" in result["msg"], result["msg"]
+    assert "Traceback" not in result["_output"]
+    assert build_cgroups("fullfs") == []
+    status = os.path.join(hungry, "build", "gpufleet-build.status.json")
+    assert not os.path.exists(status) or json.load(open(status))["state"] != "running"
+
+
+def test_full_filesystem_under_an_existing_log_dir(hungry, tmp_path):
+    full = tmp_path / "full"
+    full.mkdir()
+    subprocess.check_call(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(full)])
+    try:
+        with open(str(full / "filler"), "wb") as handle:
+            try:
+                handle.write(b"x" * (128 << 10))
+            except (IOError, OSError):
+                pass
+        result = run_module({"cmd": HUNGRY_CMD.format(mib=10, seconds=0.1), "chdir": hungry, "name": "fullfs2",
+                             "jobs": 1, "memory_limit": "256MiB", "memory_per_thread": "16MiB",
+                             "log_path": str(full / "build.log"), "status_path": str(full / "status.json")})
+    finally:
+        subprocess.check_call(["umount", str(full)])
+    assert result.get("failed")
+    assert str(full / "build.log") in result["msg"], result["msg"]
+    assert "Traceback" not in result["_output"]
+    assert build_cgroups("fullfs2") == []
+
+
+def test_a_build_dir_owned_by_another_user_is_refused(hungry):
+    build = os.path.join(hungry, "build")
+    os.mkdir(build)
+    os.chown(build, 65534, 65534)
+    victim = os.path.join(hungry, "victim")
+    with open(victim, "w") as handle:
+        handle.write("precious")
+    os.symlink(victim, os.path.join(build, "gpufleet-build.log"))  # what the other user planted
+    result = run_module({"cmd": HUNGRY_CMD.format(mib=10, seconds=0.1), "chdir": hungry, "jobs": 1,
+                         "memory_limit": "256MiB", "memory_per_thread": "16MiB"})
+    assert result.get("failed")
+    assert "refusing build_dir %s: it is owned by uid 65534" % build in result["msg"], result["msg"]
+    with open(victim) as handle:
+        assert handle.read() == "precious"
