@@ -128,4 +128,3 @@ def test_reap_leaves_zombies_to_their_parent(children):
     result = reap([selected], grace=0)
     assert result["changed"] is False
     assert result["remaining"][0]["reason"].startswith("zombie")
-

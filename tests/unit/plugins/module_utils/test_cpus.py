@@ -82,4 +82,3 @@ def test_collect_cpus_broken_tree_reports_errors():
     assert facts["online"] is None and facts["usable"] == 1
     assert any("online" in error for error in facts["errors"])
     assert any("mountinfo" in error for error in facts["errors"])
-
