@@ -73,7 +73,7 @@ class ActionModule(ActionBase):
             if gathered.get("failed"):
                 gathered["msg"] = node_failure_message(gathered)
                 return gathered
-            facts = dict((key[len("gpufleet_"):], value) for key, value in gathered["ansible_facts"].items())
+            facts = dict((key[len("gpufleet_"):], value) for key, value in (gathered.get("ansible_facts") or {}).items())
             checks = _policy.evaluate(facts, policy, PROFILE_CHECKS)
             ready, message = _policy.verdict(checks)
             remaining = deadline - time.monotonic()
@@ -98,7 +98,7 @@ class ActionModule(ActionBase):
             checked_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             policy=args,
         )
-        ansible_facts = dict(gathered["ansible_facts"])
+        ansible_facts = dict(gathered.get("ansible_facts") or {})
         ansible_facts["gpufleet_readiness"] = readiness
         result.update(readiness)
         result.update(changed=False, ansible_facts=ansible_facts, msg=message)
