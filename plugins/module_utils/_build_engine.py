@@ -27,7 +27,7 @@ _NINJA_PROGRESS = re.compile(r"^\s*\[(\d+)/(\d+)\]", re.MULTILINE)
 
 # bounds that turn a typo (jobs: 1e99, status_interval: -1) into a clear error instead of a hang
 LIMITS = {"jobs": (1, 4096), "nvcc_threads": (1, 1024), "max_attempts": (1, 64), "min_jobs": (1, 4096),
-          "max_jobs": (1, 4096), "cpus": (1, 1 << 16), "tail_lines": (0, 100000), "timeout": (1, 30 * 86400)}
+          "max_jobs": (1, 4096), "cpus": (1, 1 << 16), "tail_lines": (0, 100000)}
 _DECIMAL_UNIT = re.compile(r"^\s*[\d.]+\s*[kKmMgGtTpP][bB]\s*$")
 
 

@@ -17,7 +17,7 @@ import re
 import time
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build_process import kill_session
-from ansible_collections.gpufleet.preflight.plugins.module_utils._cgroupfs import ancestors, locate_controller, read_text
+from ansible_collections.gpufleet.preflight.plugins.module_utils._cgroupfs import ancestors, locate_controller, read_text, tightest
 from ansible_collections.gpufleet.preflight.plugins.module_utils._confinement import Confinement, Unavailable
 from ansible_collections.gpufleet.preflight.plugins.module_utils._human import human
 
@@ -76,16 +76,15 @@ class WatchdogConfinement(Confinement):
         where = locate_controller("memory", root=self.root)
         if where["dir"] is None:
             return None
-        best = None
+        name = "memory.limit_in_bytes" if where["version"] == 1 else "memory.max"
+        levels = []
         for directory in ancestors(where["dir"], where["mountpoint"]):
-            name = "memory.limit_in_bytes" if where["version"] == 1 else "memory.max"
             try:
-                limit = parse_limit(read_text(os.path.join(directory, name))[0])
+                levels.append((directory, parse_limit(read_text(os.path.join(directory, name))[0])))
             except ValueError:
-                limit = None
-            if limit is not None and (best is None or limit < best["limit"]):
-                best = {"source": directory, "limit": limit, "version": where["version"]}
-        return best
+                continue
+        limit, directory = tightest(levels)  # the one rule: a parent's limit caps every child
+        return None if limit is None else {"source": directory, "limit": limit, "version": where["version"]}
 
     def _meminfo_available(self):
         match = re.search(r"^MemAvailable:\s+(\d+) kB", read_text(os.path.join(self.root, "proc/meminfo"))[0] or "", re.M)

@@ -154,6 +154,7 @@ class Confinement(object):
 
     name = "none"
     cgroup = None
+    prefix_argv = None
 
     def __init__(self, unit, limit_bytes, floor_bytes, root="/"):
         self.unit = unit
@@ -333,7 +334,8 @@ class SystemdConfinement(Confinement):
         # a unit per attempt and run: the last attempt's scope may still be stopping under its name
         self.attempts += 1
         self.scope = "%s-%d-%d" % (self.unit, os.getpid(), self.attempts)
-        return systemd_run_argv(self.systemd_run, self.scope, self.limit_bytes, self.version)
+        self.prefix_argv = systemd_run_argv(self.systemd_run, self.scope, self.limit_bytes, self.version)
+        return self.prefix_argv
 
     def started(self, pid):
         """The scope's cgroup, from the holder's ``/proc/<pid>/cgroup`` (systemd-run moved it before exec)."""

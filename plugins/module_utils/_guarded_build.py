@@ -44,6 +44,7 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._cpus import co
 from ansible_collections.gpufleet.preflight.plugins.module_utils._human import human
 from ansible_collections.gpufleet.preflight.plugins.module_utils._kernel_events import KmsgFollower, oom_lines_in_cgroup
 from ansible_collections.gpufleet.preflight.plugins.module_utils._memory import collect_memory
+from ansible_collections.gpufleet.preflight.plugins.module_utils._values import seconds
 
 __all__ = ["BuildError", "GuardedBuild", "Interrupted"]
 
@@ -107,7 +108,10 @@ class GuardedBuild(object):
         self.command = check_command(params["argv"], params["cmd"])
         for name, (low, high) in LIMITS.items():
             check_number(name, params[name], low, high)
-        check_number("status_interval", params["status_interval"], 0.05, 3600)
+        # seconds go through the one rule for them (finite, bounded): nan/inf/-1 never reach a loop
+        seconds(params["status_interval"], "status_interval", minimum=0.05, maximum=3600)
+        if params["timeout"] is not None:
+            seconds(params["timeout"], "timeout", minimum=1, maximum=30 * 86400)
         self.per_thread = check_size("memory_per_thread", params["memory_per_thread"], self.warnings)
         self.limit = check_size("memory_limit", params["memory_limit"], self.warnings)
         self.reserve = check_size("reserve", params["reserve"], self.warnings, positive=False)
@@ -255,6 +259,11 @@ class GuardedBuild(object):
                 self.warnings.append("could not remove the build cgroup: %s" % error)
             messages = kernel.messages()
             kernel.close()
+        if not build.started and outcome["rc"] != 0 and not (outcome["interrupted"] or outcome["timed_out"]):
+            # e.g. systemd-run refused the scope: nothing of the build ran, so no backoff can help
+            raise BuildError("the build did not start in its %s confinement (%s exited with %s before running it); "
+                             "see %s" % (self.confinement.name, (self.confinement.prefix_argv or ["/bin/sh"])[0],
+                                         outcome["rc"], self.log_path))
         attempt_text = state.read_log_tail(self.log_path, 1 << 20, start=log_start)
         cgroup = self.confinement.describe().get("cgroup")
         outcome["kernel_oom_lines"] = oom_lines_in_cgroup(messages, cgroup["path"]) if cgroup else []
