@@ -49,7 +49,6 @@ def headroom(limit, usage, inactive_file):
     return limit - max(0, usage - (inactive_file or 0))
 
 
-
 class WatchdogConfinement(Confinement):
     """No cgroup of its own: watch the memory that limits the node and stop the build's own session
     before the kernel's OOM killer picks a victim (sshd, the container's init, someone's notebook)."""

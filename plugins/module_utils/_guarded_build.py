@@ -48,6 +48,7 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._values import 
 
 __all__ = ["BuildError", "GuardedBuild", "Interrupted"]
 
+
 # ---------------------------------------------------------------- the build
 
 class GuardedBuild(object):

@@ -14,7 +14,7 @@ import signal
 import subprocess
 import time
 
-from conftest import build_cgroups, finish_module, run_module, start_module, wait_for_status
+from conftest import build_cgroups, run_module, start_module, wait_for_status
 
 HUNGRY_CMD = "cmake -S . -B build -G Ninja -DHOG_MIB={mib} -DHOG_SECONDS={seconds} && cmake --build build"
 
