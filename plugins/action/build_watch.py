@@ -1,0 +1,265 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Controller side of gpufleet.preflight.build_watch: follow every node's guarded build in one loop, print one
+table per poll, write the build report at the end.
+
+Run once (``run_once``), it reaches each watched node over that node's own connection (its inventory and
+connection variables, as a task on that host would) and runs ``ansible.builtin.slurp`` of the build's status
+file there, and ``ansible.builtin.async_status`` of its job once the status says the build ended (or every
+few polls, in case the module died without saying so). Nodes are polled side by side (threads); a node that
+stops answering is shown as unreachable and the others go on.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import base64
+import json
+import os
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure, AnsibleError
+from ansible.module_utils.common.text.converters import to_native, to_text
+from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
+from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _build_view as view
+from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _html_report
+
+display = Display()
+
+ARGUMENT_SPEC = dict(
+    jobs=dict(type="dict", required=True),
+    interval=dict(type="float", default=30),
+    timeout=dict(type="float", default=0),
+    unreachable_after=dict(type="int", default=3),
+    status_every=dict(type="int", default=5),
+    report_dir=dict(type="path"),
+    write=dict(type="bool", default=True),
+    redraw=dict(type="str", default="auto", choices=["auto", "always", "never"]),
+)
+
+
+def check_jobs(jobs):
+    """``{host: {jid, status_path}}``; AnsibleActionFail naming the option otherwise."""
+    checked = {}
+    for host, job in jobs.items():
+        if not isinstance(job, dict) or not job.get("jid") or not job.get("status_path"):
+            raise AnsibleActionFail("jobs: the entry of %s must be a dict with jid (the async job id) and "
+                                    "status_path (the guarded_build status file), got %r" % (host, job))
+        checked[str(host)] = {"jid": str(job["jid"]), "status_path": str(job["status_path"])}
+    return checked
+
+
+def check_numbers(args):
+    if not 0.1 <= args["interval"] <= 3600:
+        raise AnsibleActionFail("interval must be between 0.1 and 3600 seconds, got %r" % args["interval"])
+    if not 0 <= args["timeout"] <= 30 * 86400:
+        raise AnsibleActionFail("timeout must be between 0 (none) and 2592000 seconds, got %r" % args["timeout"])
+    if not 1 <= args["unreachable_after"] <= 1000:
+        raise AnsibleActionFail("unreachable_after must be between 1 and 1000 polls, got %r" % args["unreachable_after"])
+    if not 1 <= args["status_every"] <= 1000:
+        raise AnsibleActionFail("status_every must be between 1 and 1000 polls, got %r" % args["status_every"])
+
+
+class NodeWatch(object):
+    """One node: its connection, a handler to run modules there, what was last learned."""
+
+    def __init__(self, name, job, handler, variables):
+        self.name = name
+        self.job = job
+        self.handler = handler
+        self.variables = variables
+        self.node = {"status": None, "result": None, "unreachable": None}
+        self.failures = 0
+        self.polls = 0
+        self.async_dir = None
+
+    def run_module(self, module, args):
+        result = self.handler._execute_module(module_name=module, module_args=args, task_vars=self.variables)  # pylint: disable=protected-access
+        if result.get("unreachable"):
+            raise AnsibleConnectionFailure(result.get("msg") or "unreachable")
+        return result
+
+    def read_status(self):
+        result = self.run_module("ansible.legacy.slurp", {"src": self.job["status_path"]})
+        if result.get("failed"):
+            return None  # not written yet (queued) or removed
+        try:
+            return json.loads(base64.b64decode(result["content"]).decode("utf-8", "replace"))
+        except (KeyError, ValueError, TypeError):
+            return None
+
+    def read_job(self):
+        if self.async_dir is None:
+            async_dir = self.handler.get_shell_option("async_dir", default="~/.ansible_async")
+            self.async_dir = self.handler._remote_expand_user(async_dir)  # pylint: disable=protected-access
+        result = self.run_module("ansible.legacy.async_status", {"jid": self.job["jid"], "mode": "status",
+                                                                "_async_dir": self.async_dir})
+        if result.get("finished"):
+            return result
+        if result.get("failed") and not result.get("started"):
+            return result  # the job file is gone or unreadable: the job's end is all there is to learn
+        return None
+
+    def poll(self, status_every):
+        """One poll; returns nothing, updates ``self.node``."""
+        if view.phase(self.node) in view.FINAL:
+            return
+        self.polls += 1
+        try:
+            status = self.read_status()
+            if status is not None:
+                self.node["status"] = status
+            state = (status or {}).get("state")
+            if state in ("succeeded", "failed") or status is None or self.polls % status_every == 0:
+                job = self.read_job()
+                if job is not None:
+                    if state not in ("succeeded", "failed"):  # the last status with the whole timeline
+                        self.node["status"] = self.read_status() or self.node["status"]
+                    self.node["result"] = job
+            self.failures = 0
+        except (AnsibleConnectionFailure, AnsibleError, OSError) as exc:
+            self.failures += 1
+            self.last_error = to_native(exc).strip().splitlines()[0] if to_native(exc).strip() else type(exc).__name__
+            self.node["error"] = self.last_error
+
+    def mark_unreachable(self, limit):
+        if self.failures >= limit and not self.node["unreachable"]:
+            self.node["unreachable"] = self.last_error
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = False
+
+    def _handler_for(self, host, variables):
+        """An action handler whose connection is ``host``'s own, set up from its variables as a task there would be."""
+        templar = self._templar.copy_with_new_env(available_variables=variables)
+        conn_type = variables.get("ansible_connection") or self._task.connection or "ssh"
+        conn_type = templar.template(conn_type)
+        play_context = self._play_context.set_task_and_variable_override(task=self._task, variables=variables,
+                                                                         templar=templar)
+        connection = self._shared_loader_obj.connection_loader.get(conn_type, play_context, None,
+                                                                  task_uuid=self._task._uuid,
+                                                                  ansible_playbook_pid=to_text(os.getppid()))
+        if connection is None:
+            raise AnsibleActionFail("jobs: %s: the connection plugin %r was not found" % (host, conn_type))
+        task_keys = self._task.dump_attrs()
+        task_keys["timeout"] = play_context.timeout
+        if play_context.password:
+            task_keys["password"] = play_context.password
+        task_keys.pop("retries", None)
+        connection.set_options(task_keys=task_keys, var_options=connection._resolve_option_variables(variables, templar))
+        shell = getattr(connection, "_shell", None)
+        if shell is not None:
+            shell.set_options(task_keys=task_keys, var_options=shell._resolve_option_variables(variables, templar)
+                              if hasattr(shell, "_resolve_option_variables") else {})
+        become = getattr(self._connection, "become", None) if self._connection is not None else None
+        if become is not None:
+            mine = self._shared_loader_obj.become_loader.get(become.name)
+            mine.set_options(task_keys=task_keys, var_options=dict(
+                (name, templar.template(variables[name])) for name in variables if name.startswith("ansible_become")))
+            connection.set_become_plugin(mine)
+        return self._shared_loader_obj.action_loader.get(
+            "ansible.legacy.normal", task=self._task, connection=connection, play_context=play_context,
+            loader=self._loader, templar=self._templar, shared_loader_obj=self._shared_loader_obj)
+
+    def _print(self, lines, previous, redraw):
+        text = "\n".join(lines)
+        if redraw and previous:
+            # move up over the previous table and clear to the end of the screen: the table is redrawn in place
+            text = "\x1b[%dA\x1b[J%s" % (previous, text)
+        display.display(text)
+
+    def run(self, tmp=None, task_vars=None):
+        result = super(ActionModule, self).run(tmp, task_vars)
+        del tmp
+        task_vars = task_vars or {}
+        _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        check_numbers(args)
+        jobs = check_jobs(args["jobs"])
+        hostvars = task_vars.get("hostvars") or {}
+        watches = {}
+        for host, job in sorted(jobs.items()):
+            if host not in hostvars:
+                raise AnsibleActionFail("jobs: %s is not a host of the inventory" % host)
+            variables = hostvars[host]
+            watches[host] = NodeWatch(host, job, self._handler_for(host, variables), variables)
+        redraw = args["redraw"] == "always" or (args["redraw"] == "auto" and sys.stdout.isatty())
+        started = time.time()
+        deadline = started + args["timeout"] if args["timeout"] else None
+        last_lines, previous_count = None, 0
+        lock = threading.Lock()
+        polls = 0
+        with ThreadPoolExecutor(max_workers=max(1, min(len(watches), 16))) as pool:
+            while watches:
+                polls += 1
+                list(pool.map(lambda watch: watch.poll(args["status_every"]), watches.values()))
+                with lock:
+                    for watch in watches.values():
+                        watch.mark_unreachable(args["unreachable_after"])
+                    nodes = dict((name, watch.node) for name, watch in watches.items())
+                    lines = view.render_table(nodes, time.time() - started)
+                    if lines[1:] != (last_lines or [None])[1:]:  # the counts line's clock alone is no news
+                        self._print(lines, previous_count, redraw)
+                        last_lines, previous_count = lines, len(lines)
+                if view.all_final(nodes):
+                    break
+                if deadline and time.time() > deadline:
+                    for watch in watches.values():
+                        if view.phase(watch.node) not in view.FINAL:
+                            watch.node["unreachable"] = "still running after the watch's timeout of %ss" % args["timeout"]
+                    break
+                time.sleep(args["interval"])
+        report = view.build_report(nodes, finished=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        files = []
+        if args["write"] and args["report_dir"] is not None:
+            files = write_reports(args["report_dir"], report)
+        results = {}
+        for name, watch in watches.items():
+            node = watch.node
+            entry = dict(node.get("result") or {})
+            entry.pop("ansible_facts", None)
+            entry.update(phase=view.phase(node), status=node.get("status"))
+            if node.get("unreachable"):
+                entry.update(failed=True, unreachable_during_build=True,
+                             msg="%s became unreachable during the build: %s" % (name, node["unreachable"]))
+            elif node.get("result") is None:
+                entry.update(failed=True, msg="no result from the build of %s" % name)
+            results[name] = entry
+        result.update(changed=any(r.get("changed") for r in results.values()), results=results, report=report,
+                      files=files, polls=polls, msg=view.summary_line(report))
+        return result
+
+
+def write_reports(report_dir, report):
+    """build.json, build.md, build.html into ``report_dir`` (created), each written aside and renamed over; an
+    existing file that is not an earlier build report is never overwritten."""
+    report_dir = os.path.abspath(os.path.expanduser(report_dir))
+    renders = (("build.json", view.render_json), ("build.md", view.render_markdown),
+               ("build.html", _html_report.render_build_html))
+    try:
+        if not os.path.isdir(report_dir):
+            os.makedirs(report_dir, 0o777)
+        written = []
+        for name, render in renders:
+            path = os.path.join(report_dir, name)
+            if os.path.lexists(path):
+                with open(path, "rb") as handle:
+                    head = handle.read(256)
+                if os.path.islink(path) or (head and not head.startswith(view.REPORT_SIGNATURES[name])):
+                    raise AnsibleActionFail("report_dir: %s exists and is not a build report written by "
+                                            "gpufleet.preflight; nothing was overwritten" % path)
+            tmp_path = "%s.tmp.%d" % (path, os.getpid())
+            with open(tmp_path, "w") as handle:
+                handle.write(render(report))
+            os.rename(tmp_path, path)
+            written.append(path)
+        return written
+    except (IOError, OSError) as exc:
+        raise AnsibleActionFail("report_dir: cannot write the build report to %s: %s" % (report_dir, exc.strerror or exc))

@@ -1,0 +1,148 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""_build_view: phases, ETA, the live table's rows and the build report, from guarded_build status files."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+
+import pytest
+
+from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _build_view as view
+
+MIB = 1024 ** 2
+OOM_ATTEMPT = {"attempt": 1, "jobs": 4, "oom": True, "kind": "oom", "oom_kills": 1, "duration": 6.0,
+               "peak_memory_bytes": 400 * MIB, "why": "the build cgroup's oom_kill counter rose by 1",
+               "failed_steps": ["FAILED: unit_3.o"], "progress": {"done": 5, "total": 14, "percent": 35.7}}
+OK_ATTEMPT = {"attempt": 2, "jobs": 2, "oom": False, "kind": "ok", "oom_kills": 0, "duration": 12.0,
+              "peak_memory_bytes": 245 * MIB, "why": "exit status 0", "failed_steps": [],
+              "progress": {"done": 9, "total": 9, "percent": 100.0}}
+FAILED_ATTEMPT = {"attempt": 1, "jobs": 2, "oom": False, "kind": "failed", "oom_kills": 0, "duration": 3.0,
+                  "peak_memory_bytes": 10 * MIB, "why": "exit status 1",
+                  "failed_steps": ["FAILED: csrc/gemm.cu.o", "FAILED: csrc/other.cu.o"]}
+
+
+def running(progress=None, step=None, state="running", attempts=(), elapsed=20.0, attempt=1, **more):
+    status = {"state": state, "attempt": attempt, "jobs": 2, "memory_bytes": 100 * MIB, "memory_limit_bytes": 400 * MIB,
+              "elapsed_seconds": elapsed, "attempts": list(attempts), "progress": progress}
+    if step:
+        status["step"] = step
+    status.update(more)
+    return {"status": status, "result": None, "unreachable": None}
+
+
+@pytest.mark.parametrize("node, expected", [
+    ({}, "queued"),
+    ({"status": None, "result": None, "unreachable": None}, "queued"),
+    (running(), "configuring"),
+    (running({"done": 3, "total": 14, "percent": 21.4}), "compiling"),
+    (running({"done": 13, "total": 14, "percent": 92.9}, step="Linking CXX shared module common_ops.so"), "linking"),
+    (running({"done": 14, "total": 14, "percent": 100.0}), "installing"),
+    (running({"done": 14, "total": 14, "percent": 100.0}, state="succeeded"), "done"),
+    (running(state="failed"), "failed"),
+    ({"status": None, "result": {"failed": False}, "unreachable": None}, "done"),
+    ({"status": None, "result": {"failed": True}, "unreachable": None}, "failed"),
+    (dict(running({"done": 3, "total": 14}), unreachable="ssh: connect to host 127.0.0.12 port 22: Connection refused"),
+     "unreachable"),
+])
+def test_phase(node, expected):
+    assert view.phase(node) == expected
+
+
+@pytest.mark.parametrize("progress, elapsed, expected", [
+    (None, 10, None),
+    ({"done": 0, "total": 10}, 10, None),          # no rate yet
+    ({"done": 5, "total": 10}, 0, None),
+    ({"done": 5, "total": 10}, 10, 10.0),
+    ({"done": 1, "total": 100}, 30, 2970.0),
+    ({"done": 10, "total": 10}, 10, 0.0),
+])
+def test_eta(progress, elapsed, expected):
+    assert view.eta_seconds(progress, elapsed) == expected
+
+
+def test_attempt_elapsed_leaves_out_earlier_attempts():
+    status = running(attempts=[OOM_ATTEMPT], elapsed=20.0, attempt=2)["status"]
+    assert view.attempt_elapsed(status) == 14.0
+    assert view.attempt_elapsed({}) is None
+
+
+@pytest.mark.parametrize("seconds, text", [(None, "-"), (0, "0s"), (59.4, "59s"), (61, "1m01s"), (7620, "2h07m")])
+def test_duration(seconds, text):
+    assert view.duration(seconds) == text
+
+
+@pytest.mark.parametrize("node, backoffs, failed_step", [
+    (running({"done": 2, "total": 9}, attempts=[OOM_ATTEMPT], attempt=2), 1, None),
+    (running(state="oom-backoff", attempts=[OOM_ATTEMPT]), 1, None),
+    # the last attempt OOM-killed and the build gave up: no backoff followed it
+    ({"status": running(attempts=[OOM_ATTEMPT])["status"],
+      "result": {"failed": True, "attempts": [OOM_ATTEMPT], "failed_steps": ["FAILED: unit_3.o"]}, "unreachable": None}, 0, None),
+    ({"status": None, "result": {"failed": True, "attempts": [FAILED_ATTEMPT]}, "unreachable": None}, 0, "csrc/gemm.cu.o"),
+    ({"status": None, "result": {"failed": False, "attempts": [OOM_ATTEMPT, OK_ATTEMPT]}, "unreachable": None}, 1, None),
+])
+def test_backoffs_and_first_failed_step(node, backoffs, failed_step):
+    assert view.backoffs(node) == backoffs
+    assert view.first_failed_step(node) == failed_step
+
+
+def test_table_rows():
+    nodes = {
+        "node2": running({"done": 5, "total": 10, "percent": 50.0}, elapsed=10.0),
+        "node1": {"status": running()["status"], "result": {"failed": False, "final_jobs": 2, "attempts": [OOM_ATTEMPT, OK_ATTEMPT],
+                                                            "memory_limit_bytes": 400 * MIB}, "unreachable": None},
+        "node3": dict(running({"done": 1, "total": 10}), unreachable="Connection refused"),
+        "node4": {},
+    }
+    lines = view.render_table(nodes, 75)
+    assert lines[0] == "BUILD 1m15s: 1 queued, 1 compiling, 1 done, 1 unreachable (of 4)"
+    assert lines[1].split()[:3] == ["NODE", "PHASE", "PROGRESS"]
+    rows = dict((line.split()[0], line) for line in lines[2:])
+    assert list(rows) == ["node1", "node2", "node3", "node4"]
+    assert view.row("node1", nodes["node1"]) == ("node1", "done", "[9/9] 100.0%", "-", "2 (1 backoff)", "- / 400Mi",
+                                                 "400Mi", "1", "-")
+    assert view.row("node2", nodes["node2"])[1:6] == ("compiling", "[5/10] 50.0%", "10s", "2", "100Mi / 400Mi")
+    assert view.row("node3", nodes["node3"])[-1] == "unreachable: Connection refused"
+    assert view.row("node4", nodes["node4"])[1:3] == ("queued", "-")
+    assert not view.all_final(nodes)
+    assert view.all_final({"a": nodes["node1"], "b": nodes["node3"]})
+
+
+def test_a_hostile_message_stays_on_one_line():
+    node = {"status": None, "result": {"failed": True, "msg": "bad\n\x1b[31mred\tstep"}, "unreachable": None}
+    cell = view.row("n", node)[-1]
+    assert "\n" not in cell and "\x1b" not in cell
+
+
+def test_report_events_and_renderings():
+    timeline = [[0.0, 10 * MIB, 4, 1], [2.0, 380 * MIB, 4, 1], [6.5, 5 * MIB, 2, 2], [8.5, 245 * MIB, 2, 2]]
+    nodes = {
+        "node1": {"status": dict(running(state="succeeded")["status"], timeline=timeline),
+                  "result": {"failed": False, "changed": True, "final_jobs": 2, "duration": 18.0,
+                             "attempts": [OOM_ATTEMPT, OK_ATTEMPT], "msg": "built in 2 attempts, final jobs=2"},
+                  "unreachable": None},
+        "node2": dict(running({"done": 1, "total": 10}), unreachable="Connection refused"),
+    }
+    report = view.build_report(nodes, finished="2026-12-01T10:00:00Z")
+    node1 = report["nodes"]["node1"]
+    assert node1["events"] == [{"t": 6.5, "kind": "oom", "label": "OOM at jobs=4, resumed with jobs=2"}]
+    assert node1["peak_memory_bytes"] == 400 * MIB and node1["backoffs"] == 1 and node1["oom_kills"] == 1
+    assert report["summary"] == {"nodes": 2, "done": 1, "failed": 0, "unreachable": 1, "running": 0, "backoffs": 1,
+                                 "oom_kills": 1, "peak_memory_bytes": 400 * MIB, "peak_memory_human": "400Mi",
+                                 "longest_seconds": 20.0}
+    text = view.render_json(report)
+    assert text.encode().startswith(view.REPORT_SIGNATURES["build.json"])
+    assert json.loads(text)["nodes"]["node1"]["timeline"] == timeline
+    markdown = view.render_markdown(report)
+    assert markdown.encode().startswith(view.REPORT_SIGNATURES["build.md"])
+    assert "| node1 | done | 4 → 2 | 1 | 1 | 400Mi / 400Mi | 18s | - |" in markdown
+    assert "| 1 | 4 | 6s | 400Mi | 1 | oom | the build cgroup's oom_kill counter rose by 1 |" in markdown
+
+
+def test_events_without_a_timeline_use_the_durations():
+    assert view.events([OOM_ATTEMPT, OK_ATTEMPT], []) == [
+        {"t": 6.0, "kind": "oom", "label": "OOM at jobs=4, resumed with jobs=2"}]
+    assert view.events([OK_ATTEMPT], None) == []
