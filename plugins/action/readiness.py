@@ -7,6 +7,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import math
 import time
 
 from ansible.errors import AnsibleActionFail
@@ -19,6 +20,15 @@ NODE_FACTS = "gpufleet.preflight.node_facts"
 
 # Declared once, in plugin_utils/_readiness_options.py (the docs and the role follow from the same table).
 ARGUMENT_SPEC = _readiness_options.argument_spec()
+
+
+def non_finite_option(task_args):
+    """The first option given NaN or infinity, which ansible-core's int conversion would raise on (OverflowError)."""
+    for name in sorted(task_args):
+        value = task_args[name]
+        if isinstance(value, float) and not math.isfinite(value):
+            return name, value
+    return None
 
 
 def node_failure_message(gathered):
@@ -45,6 +55,9 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars)
         del tmp
+        bad = non_finite_option(self._task.args)
+        if bad:
+            raise AnsibleActionFail("%s: must be a finite number, got %s" % bad)
         _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         try:
             policy = _policy.validate_policy(args)

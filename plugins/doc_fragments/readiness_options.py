@@ -79,7 +79,8 @@ options:
     type: str
   nvcc_arch:
     description:
-      - The GPU architecture nvcc must be able to compile for (build profile). sm_120 needs CUDA 12.8 or later.
+      - The GPU architecture nvcc must be able to compile for, like V(sm_120a) or V(compute_120) (build profile).
+        sm_120 needs CUDA 12.8 or later.
     type: str
     default: sm_120a
   cmake_min_version:
@@ -140,7 +141,7 @@ options:
   wait:
     description:
       - Seconds to keep re-checking a node that is not ready yet (processes still exiting after a restart, memory
-        still being reclaimed). Each re-check is one round trip. V(0) checks once.
+        still being reclaimed). Each re-check is one round trip. V(0) checks once; at most V(86400) (a day).
     type: float
     default: 0
   interval:

@@ -35,6 +35,13 @@ CUSTOM_CHECK_KEYS = ("name", "query", "equals", "max", "min", "message")
 
 # ``64GB``: ansible-core's human_to_bytes reads it as 64 GiB, a person may mean 64 x 10^9. Refused, not guessed.
 _DECIMAL_UNIT = re.compile(r"^\s*[0-9.]+\s*[kKmMgGtTpPeE][bB]\s*$")
+# One written form of a size: a number and a binary unit, nothing around them (``5 GiB``, ``1e99GiB`` are typos).
+_SIZE_FORM = re.compile(r"[0-9]+(\.[0-9]+)?([KMGTPE](iB)?|B)?\Z", re.I)
+_VERSION = re.compile(r"[0-9]+(\.[0-9]+){0,3}\Z")
+_COMPUTE_CAPABILITY = re.compile(r"[0-9]+\.[0-9]+\Z")
+_ARCH = re.compile(r"(sm|compute)_[0-9]+[af]?\Z")
+# Bounded waits: a day is longer than any node takes to settle; 1e99 s would hold the play for ever.
+MAX_WAIT_SECONDS = 86400
 
 
 def parse_option_size(option, value):
@@ -45,6 +52,8 @@ def parse_option_size(option, value):
         number, unit = re.match(r"^\s*([0-9.]+)\s*(\w)", value).groups()
         raise ValueError("%s: %r is ambiguous (decimal GB = 10^9 bytes, or GiB = 2^30?): write %s%siB for powers of 1024, "
                          "or the number of bytes" % (option, value, number, unit.upper()))
+    if isinstance(value, str) and not _SIZE_FORM.match(value):
+        raise ValueError("%s: %r is not a size like 64GiB, 512MiB or a number of bytes" % (option, value))
     try:
         return parse_size(value)
     except ValueError as exc:
@@ -92,8 +101,9 @@ def compile_custom_check(index, spec):
     except JMESPathError as exc:
         raise ValueError("%s (%s): the JMESPath query %r does not parse: %s" % (where, spec["name"], spec["query"], exc))
     for key in ("max", "min"):
-        if key in spec and not isinstance(spec[key], (int, float)):
-            raise ValueError("%s (%s): %s must be a number, got %r" % (where, spec["name"], key, spec[key]))
+        if key in spec and (isinstance(spec[key], bool) or not isinstance(spec[key], (int, float))
+                            or not math.isfinite(spec[key])):
+            raise ValueError("%s (%s): %s must be a finite number, got %r" % (where, spec["name"], key, spec[key]))
     checked = dict(spec)
     checked["compiled"] = compiled
     checked["subsets"] = custom_check_subsets(index, checked)
@@ -120,7 +130,7 @@ def validate_policy(args):
             raise ValueError("build_process_patterns: %r is not a valid regular expression (%s)" % (pattern, exc))
     if args.get("gpu_timeout") is not None and args["gpu_timeout"] <= 0:
         raise ValueError("gpu_timeout: must be greater than 0 seconds (a hung driver needs a deadline), got %s" % args["gpu_timeout"])
-    if args.get("compute_capability") and not re.match(r"^\d+\.\d+$", str(args["compute_capability"])):
+    if args.get("compute_capability") is not None and not _COMPUTE_CAPABILITY.match(str(args["compute_capability"])):
         raise ValueError("compute_capability: %r is not a compute capability like 12.0 (Blackwell SM120) or 10.0 (B200)"
                          % (args["compute_capability"],))
     for name in ("expected_gpus", "min_free_inodes", "oom_window_minutes", "kernel_events_window", "max_ecc_errors"):
@@ -132,10 +142,38 @@ def validate_policy(args):
         # Relative to what? The node's login directory is no build directory anyone meant.
         raise ValueError("build_path: %r is not an absolute path on the node" % (args["build_path"],))
     for name in ("wait", "interval"):
-        if args.get(name) is not None and args[name] < 0:
-            raise ValueError("%s: must be 0 or more seconds, got %s" % (name, args[name]))
+        if args.get(name) is not None and not 0 <= args[name] <= MAX_WAIT_SECONDS:
+            raise ValueError("%s: must be 0 to %d seconds, got %s" % (name, MAX_WAIT_SECONDS, args[name]))
+    check_written_forms(args)
     policy["custom_checks"] = [compile_custom_check(i, spec) for i, spec in enumerate(args.get("custom_checks") or [])]
     return policy
+
+
+def check_written_forms(args):
+    """Strings that must look like what they name: a typo is refused by name, never compared as written.
+
+    ``None`` (unset) is always fine: it means the option's documented default behaviour.
+    """
+    forms = (
+        ("min_driver_version", _VERSION, "a driver version like 570.86.15 (unset: derived from nvcc)"),
+        ("cmake_min_version", _VERSION, "a version like 3.18"),
+        ("cmake_max_version", _VERSION, "a version like 4.2 (unset: no limit)"),
+        ("nvcc_arch", _ARCH, "a GPU architecture like sm_120a or compute_120"),
+    )
+    for name, form, what in forms:
+        value = args.get(name)
+        if value is not None and not form.match(str(value)):
+            raise ValueError("%s: %r is not %s" % (name, value, what))
+    minimum = args.get("cmake_policy_version_minimum")
+    if minimum and not _VERSION.match(str(minimum)):
+        raise ValueError("cmake_policy_version_minimum: %r is not a version like 3.5 (empty: not set)" % (minimum,))
+    for name in ("build_path", "toolchain_python"):
+        value = args.get(name)
+        if value is not None and (not str(value).strip() or "\0" in str(value)):
+            raise ValueError("%s: %r is not a path (leave it unset for the default)" % (name, value))
+    for name in args.get("build_process_names") or []:
+        if not str(name).strip() or "\0" in str(name) or "/" in str(name):
+            raise ValueError("build_process_names: %r is not an executable name (no path, NUL or blank)" % (name,))
 
 
 _FROM_CHILDREN = ("function_expression", "or_expression", "and_expression", "not_expression", "comparator",

@@ -80,7 +80,8 @@ OPTIONS = (
     ]),
     # ---------------------------------------------------------------- profile build
     dict(name="nvcc_arch", type="str", default="sm_120a", roles=CHECK, description=[
-        "The GPU architecture nvcc must be able to compile for (build profile). sm_120 needs CUDA 12.8 or later.",
+        "The GPU architecture nvcc must be able to compile for, like V(sm_120a) or V(compute_120) (build profile). "
+        "sm_120 needs CUDA 12.8 or later.",
     ]),
     dict(name="cmake_min_version", type="str", default="3.18", roles=CHECK, description=[
         "Lowest CMake version accepted (build profile).",
@@ -134,7 +135,7 @@ OPTIONS = (
     ]),
     dict(name="wait", type="float", default=0, roles=CHECK, description=[
         "Seconds to keep re-checking a node that is not ready yet (processes still exiting after a restart, memory "
-        "still being reclaimed). Each re-check is one round trip. V(0) checks once.",
+        "still being reclaimed). Each re-check is one round trip. V(0) checks once; at most V(86400) (a day).",
     ]),
     dict(name="interval", type="float", default=5, roles=CHECK, description=[
         "Seconds between re-checks while waiting.",

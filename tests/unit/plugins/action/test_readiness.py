@@ -30,3 +30,12 @@ def test_the_nodes_own_message_surfaces(gathered, words):
 def test_the_spec_comes_from_the_one_table():
     assert ARGUMENT_SPEC["nvcc_arch"] == {"type": "str", "default": "sm_120a"}
     assert ARGUMENT_SPEC["fatal_xids"]["elements"] == "int" and "require_numa" in ARGUMENT_SPEC
+
+
+@pytest.mark.parametrize("args, found", [
+    ({"oom_window_minutes": float("inf"), "wait": 1}, ("oom_window_minutes", float("inf"))),
+    ({"expected_gpus": 8, "gpu_timeout": 10.0}, None),
+])
+def test_non_finite_numbers_are_found_before_int_conversion_overflows(args, found):
+    from ansible_collections.gpufleet.preflight.plugins.action.readiness import non_finite_option
+    assert non_finite_option(args) == found

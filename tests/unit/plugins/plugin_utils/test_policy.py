@@ -246,3 +246,36 @@ def test_process_names_with_control_characters_are_escaped_in_the_message():
     entry = _policy.check_build_processes({"build_processes": procs((7, "\x1b[31mninja\x07", True, False, 5))}, policy())
     assert "\x1b" not in entry["message"] and "\x07" not in entry["message"]
     assert "\\x1b[31mninja\\x07 (pid 7" in entry["message"]
+
+
+# ---------------------------------------------------------------- the bad-input sweep's readiness findings
+
+
+@pytest.mark.parametrize("overrides, words", [
+    ({"min_available_memory": "5 GiB"}, "min_available_memory: '5 GiB' is not a size like 64GiB"),
+    ({"min_available_memory": "1e99GiB"}, "min_available_memory: '1e99GiB' is not a size"),
+    ({"min_free_disk": "5 GiB"}, "min_free_disk: '5 GiB' is not a size"),
+    ({"compute_capability": ""}, "compute_capability: '' is not a compute capability"),
+    ({"compute_capability": "12.0\n"}, "compute_capability: '12.0\\n' is not a compute capability"),
+    ({"min_driver_version": "570..1"}, "min_driver_version: '570..1' is not a driver version"),
+    ({"min_driver_version": ""}, "min_driver_version: '' is not a driver version"),
+    ({"nvcc_arch": "sm_12x"}, "nvcc_arch: 'sm_12x' is not a GPU architecture like sm_120a"),
+    ({"nvcc_arch": "120"}, "nvcc_arch: '120' is not a GPU architecture"),
+    ({"cmake_min_version": "3..18"}, "cmake_min_version: '3..18' is not a version"),
+    ({"cmake_policy_version_minimum": "three"}, "cmake_policy_version_minimum: 'three' is not a version"),
+    ({"build_path": "/tmp\x00x"}, "build_path: '/tmp\\x00x' is not a path"),
+    ({"toolchain_python": "   "}, "toolchain_python: '   ' is not a path"),
+    ({"build_process_names": ["ninja\x00"]}, "build_process_names: 'ninja\\x00' is not an executable name"),
+    ({"wait": 1e99}, "wait: must be 0 to 86400 seconds"),
+    ({"custom_checks": [{"name": "c", "query": "memory", "min": float("nan")}]}, "custom_checks[0] (c): min must be a finite"),
+])
+def test_typos_are_refused_by_name(overrides, words):
+    with pytest.raises(ValueError) as raised:
+        policy(**overrides)
+    assert words in str(raised.value)
+
+
+@pytest.mark.parametrize("overrides", [{"nvcc_arch": "compute_120"}, {"cmake_policy_version_minimum": ""},
+                                       {"min_driver_version": None}, {"min_free_disk": "20g"}, {"compute_capability": None}])
+def test_documented_forms_still_pass(overrides):
+    policy(**overrides)
