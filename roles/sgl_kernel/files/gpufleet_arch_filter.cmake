@@ -115,7 +115,6 @@ extern \"C\" PyMODINIT_FUNC PyInit_${_name}(void) {
 ")
   set_property(TARGET ${target} PROPERTY SOURCES "${_file}")
   set_property(TARGET ${target} PROPERTY COMPILE_OPTIONS "")
-  set_property(TARGET ${target} PROPERTY LINK_LIBRARIES "")
   set_property(TARGET ${target} PROPERTY CUDA_ARCHITECTURES OFF)
   set_property(GLOBAL APPEND PROPERTY GPUFLEET_STUBBED "${target}")
   message(STATUS "gpufleet: ${target} built without kernels (${why})")

@@ -1,0 +1,198 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The license-clean stand-in for sgl-kernel (tests/projects/standin_sgl_kernel) with real CMake and nvcc:
+hard-coded gencodes for four architectures restricted to sm_120 in build.ninja, nested FetchContent names found
+in local offline sources (and missing ones listed before configure), a cache poisoned with a NOTFOUND recovered,
+and an interrupted build's record kept (issue 13)."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from conftest import PROJECTS, REPO, module_command, ansible_env, parse_result
+from test_mini_kernel_wheel import build_venv  # noqa: F401 pylint: disable=unused-import
+from test_sgl_kernel_role import run_local
+
+sys.path.insert(0, os.path.join(REPO, "plugins", "module_utils"))
+import _sgl_tree  # noqa: E402 pylint: disable=wrong-import-position,import-error
+
+STANDIN = os.path.join(PROJECTS, "standin_sgl_kernel")
+OFFLINE = os.path.join(PROJECTS, "standin_sgl_kernel_offline")
+FILTER = os.path.join(REPO, "roles", "sgl_kernel", "files", "gpufleet_arch_filter.cmake")
+
+pytestmark = pytest.mark.skipif(not (shutil.which("nvcc") and shutil.which("cmake") and shutil.which("ninja")),
+                                reason="nvcc, cmake and ninja are needed")
+
+
+def configure(build, *extra):
+    found = _sgl_tree.scan_fetchcontent(STANDIN, OFFLINE)
+    argv = ["cmake", "-S", STANDIN, "-B", str(build), "-G", "Ninja", "-DPython_EXECUTABLE=" + sys.executable,
+            "-DFETCHCONTENT_FULLY_DISCONNECTED=ON"] + found["cmake_args"] + list(extra)
+    proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    return proc.stdout
+
+
+def test_offline_names_nested_ones_included():
+    found = _sgl_tree.scan_fetchcontent(STANDIN, OFFLINE)
+    assert [(e["name"], e["depth"]) for e in found["declared"]] == [
+        ("dep-mesh", 0), ("flash-lite", 0), ("mesh-json", 1), ("mesh-bind", 1)]
+    assert found["missing"] == []
+
+
+def test_gencodes_restricted_to_sm120_in_build_ninja(tmp_path):
+    configure(tmp_path / "all")
+    shipped = _sgl_tree.read_ninja_summary(str(tmp_path / "all" / "build.ninja"), ["120"])
+    assert shipped["cuda_steps"] == 6 and shipped["other_archs"] == ["80", "90", "90a", "100a"]
+    # TORCH_CUDA_ARCH_LIST / CMAKE_CUDA_ARCHITECTURES do not reach hard-coded gencodes
+    configure(tmp_path / "arch", "-DCMAKE_CUDA_ARCHITECTURES=120")
+    assert _sgl_tree.read_ninja_summary(str(tmp_path / "arch" / "build.ninja"), ["120"])["other_arch_steps"] == 6
+
+    out = configure(tmp_path / "sm120", "-DCMAKE_PROJECT_INCLUDE=" + FILTER, "-DGPUFLEET_CUDA_ARCHS=120",
+                    "-DGPUFLEET_DROP_TARGETS=ops_sm90_build")
+    only = _sgl_tree.read_ninja_summary(str(tmp_path / "sm120" / "build.ninja"), ["120"])
+    print("stand-in CUDA steps: %d as shipped, %d for sm_120 only" % (shipped["cuda_steps"], only["cuda_steps"]))
+    assert only["other_arch_steps"] == 0 and only["archs"] == ["120", "120a"]
+    assert dict((k, v["steps"]) for k, v in only["targets"].items()) == {"ops_sm100_build": 2, "mesh_static": 1}
+    assert "gpufleet: fa_ops built without kernels (it only has code for other architectures than sm_120)" in out
+    assert "gpufleet: ops_sm90_build built without kernels" in out
+    # idempotent: configuring the same tree again gives the same compile steps and flags
+    def flags():
+        with open(str(tmp_path / "sm120" / "build.ninja")) as handle:
+            text = handle.read()
+        return [line for line in text.splitlines() if line.startswith("  FLAGS = ")] + [
+            (step["output"], step["archs"]) for step in _sgl_tree.parse_ninja_cuda_steps(text)]
+    before = flags()
+    configure(tmp_path / "sm120", "-DCMAKE_PROJECT_INCLUDE=" + FILTER, "-DGPUFLEET_CUDA_ARCHS=120",
+              "-DGPUFLEET_DROP_TARGETS=ops_sm90_build")
+    assert flags() == before
+    # and it compiles for real
+    proc = subprocess.run(["ninja", "-C", str(tmp_path / "sm120")], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          universal_newlines=True, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+
+
+def standin_vars(tmp_path, venv, **more):
+    variables = {
+        "sgl_kernel_gate": False,
+        "sgl_kernel_build_deps": False,
+        "sgl_kernel_source_type": "controller",
+        "sgl_kernel_controller_src": STANDIN,
+        "sgl_kernel_checkout_dir": str(tmp_path / "src"),
+        "sgl_kernel_subdir": "",
+        "sgl_kernel_venv": venv,
+        "sgl_kernel_import_name": "standin_sgl_kernel",
+        "sgl_kernel_memory_per_thread": "1GiB",
+        "sgl_kernel_poll_interval": 3,
+        "sgl_kernel_offline_dir": OFFLINE,
+        "sgl_kernel_fetchcontent_offline": True,
+        "sgl_kernel_target_archs": "12.0",
+        "sgl_kernel_drop_targets": "ops_sm90_build",
+    }
+    variables.update(more)
+    return variables
+
+
+def test_role_builds_sm120_only_and_installs(tmp_path, build_venv):  # noqa: F811 pylint: disable=redefined-outer-name
+    venv = os.path.dirname(os.path.dirname(build_venv))
+    rc, out = run_local(standin_vars(tmp_path, venv, sgl_kernel_async=600, sgl_kernel_jobs=1))
+    assert rc == 0, out[-6000:]
+    assert "FetchContent: 4 names (mesh-json, mesh-bind nested); 4 from offline sources" in out, out[-6000:]
+    assert "build.ninja: 3 CUDA steps for 120 120a (mesh_static 1, ops_sm100_build 2)" in out, out[-6000:]
+    assert re.search(r"WARNING sgl_kernel: sgl_kernel_async=600s is shorter than the plan.s estimate of 720s "
+                     r"\(3 CUDA steps x 240s", out), out[-6000:]
+    python = os.path.join(venv, "bin", "python")
+    status = subprocess.check_output([python, "-c", "import standin_sgl_kernel as s; print(s.fa_status()); "
+                                      "print(s.ops_library(120))"], cwd="/", universal_newlines=True)
+    assert "fa_ops was not built by gpufleet.preflight: it only has code for other architectures than sm_120" in status
+    assert "/sm100/" in status
+
+
+def test_missing_nested_offline_source_is_named_before_configure(tmp_path, build_venv):  # noqa: F811 pylint: disable=redefined-outer-name
+    venv = os.path.dirname(os.path.dirname(build_venv))
+    offline = tmp_path / "offline"
+    shutil.copytree(OFFLINE, str(offline))
+    shutil.rmtree(str(offline / "mesh-bind"))
+    shutil.rmtree(str(offline / "flash-lite"))
+    rc, out = run_local(standin_vars(tmp_path, venv, sgl_kernel_offline_dir=str(offline)))
+    assert rc != 0
+    assert "an offline configure would stop - no sources for flash-lite, mesh-bind" in out, out[-4000:]
+    assert "declared in CMakeLists.txt; dep-mesh: CMakeLists.txt" in out
+    assert not os.path.exists(str(tmp_path / "src" / "build" / "gpufleet-probe"))
+    assert not [name for _root, _dirs, files in os.walk(str(tmp_path / "src")) for name in files if name == "CMakeCache.txt"]
+
+
+def test_other_archs_left_are_refused(tmp_path, build_venv):  # noqa: F811 pylint: disable=redefined-outer-name
+    """A gencode the filter cannot reach (a source file's own COMPILE_OPTIONS) stops the build before compiling."""
+    venv = os.path.dirname(os.path.dirname(build_venv))
+    rc, out = run_local(standin_vars(tmp_path, venv, sgl_kernel_cmake_args="-DSTANDIN_SOURCE_GENCODE=ON"))
+    assert rc != 0
+    assert re.search(r"sgl_kernel: 1 of 3 CUDA steps still compile for 89, not only for sm_120 "
+                     r"\(e\.g\. CMakeFiles/ops_sm100_build\.dir/csrc/offset\.cu\.o\)", out), out[-4000:]
+    assert not os.path.exists(str(tmp_path / "src" / "dist"))
+
+
+def test_poisoned_cache_is_cleaned_and_configured_afresh(tmp_path, build_venv):  # noqa: F811 pylint: disable=redefined-outer-name
+    venv = os.path.dirname(os.path.dirname(build_venv))
+    rc, out = run_local(standin_vars(tmp_path, venv, sgl_kernel_environment={"STANDIN_RT_NAME": "gpufleet_no_such_lib"}))
+    assert rc != 0
+    assert "cache entries NOTFOUND: STANDIN_RT_LIBRARY" in out, out[-4000:]
+    # the environment is fixed, but the cache keeps the NOTFOUND: without the clean retry it fails the same way
+    rc, out = run_local(standin_vars(tmp_path, venv, sgl_kernel_clean_on_notfound=False))
+    assert rc != 0 and "STANDIN_RT_LIBRARY not found: STANDIN_RT_LIBRARY=_standin_rt-NOTFOUND" in out, out[-4000:]
+    rc, out = run_local(standin_vars(tmp_path, venv))
+    assert rc == 0, out[-6000:]
+    assert ("sgl_kernel: configure failed on a cache holding STANDIN_RT_LIBRARY; the build directory was cleaned "
+            "and configured afresh - which worked") in out, out[-6000:]
+
+
+def test_interrupted_build_keeps_its_record(tmp_path, build_venv):  # noqa: F811 pylint: disable=redefined-outer-name
+    """SIGTERM to guarded_build while nvcc runs: the result still holds the attempt and its peak memory."""
+    source = str(tmp_path / "standin")
+    shutil.copytree(STANDIN, source)
+    found = _sgl_tree.scan_fetchcontent(source, OFFLINE)
+    status_path = os.path.join(source, "build", "gpufleet-build.status.json")
+    args = {"argv": [build_venv, "-m", "pip", "wheel", ".", "--no-build-isolation", "--no-deps", "-v", "-w", "dist"],
+            "chdir": source, "name": "standin", "jobs": 1, "memory_limit": "4GiB", "memory_per_thread": "1GiB",
+            "cmake_args": " ".join(found["cmake_args"] + ["-DFETCHCONTENT_FULLY_DISCONNECTED=ON"]),
+            "artifacts": ["dist/*.whl"], "max_attempts": 2}
+    proc = subprocess.Popen(module_command(args), env=ansible_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            universal_newlines=True)
+    output = []
+    reader = threading.Thread(target=lambda: output.append(proc.stdout.read()))
+    reader.start()
+    module_pid = None
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None:
+        try:
+            with open(status_path) as handle:
+                status = json.load(handle)
+        except (IOError, OSError, ValueError):
+            status = {}
+        # once a CUDA object is being compiled, the attempt has something to lose
+        if status.get("state") == "running" and (status.get("progress") or {}).get("total"):
+            module_pid = status.get("module_pid")
+            break
+        time.sleep(0.3)
+    assert module_pid, "the build never reached the compile steps: %s" % output
+    os.kill(module_pid, signal.SIGTERM)
+    proc.wait(timeout=120)
+    reader.join(timeout=30)
+    result = parse_result(output[0])
+    assert result["failed"], output[0][-3000:]
+    assert "interrupted" in result["msg"], result["msg"]
+    (attempt,) = result["attempts"]
+    assert attempt["kind"] == "interrupted" and attempt["jobs"] == 1
+    assert attempt["peak_memory_bytes"] and result.get("peak_memory_bytes"), result
