@@ -56,6 +56,23 @@ options:
   max_jobs:
     description: Most jobs to plan; unlimited when omitted.
     type: int
+  measured_memory_per_thread:
+    description:
+      - What one concurrent nvcc thread measurably took in an earlier guarded build of this source on this node (bytes
+        or a size); the plan then uses it times O(measured_margin), never below O(min_memory_per_thread), instead of
+        O(memory_per_thread), and its RV(_value.reason) says so. Unset or empty - O(memory_per_thread).
+      - M(gpufleet.preflight.guarded_build) keeps it in its stamp, C(<build_dir>/.gpufleet-build.stamp), as
+        C(measured.memory_per_thread_bytes) - the peak memory of the attempt that finished over its jobs x nvcc
+        threads. Read the stamp with M(ansible.builtin.slurp) and pass that value (see the examples).
+    type: raw
+  measured_margin:
+    description: Factor (1 to 10) a measured memory per thread is planned with.
+    type: float
+    default: 1.25
+  min_memory_per_thread:
+    description: The least memory per thread a measurement may plan with (bytes or a size).
+    type: raw
+    default: 1GiB
 """
 
 EXAMPLES = r"""
@@ -71,6 +88,21 @@ EXAMPLES = r"""
   ansible.builtin.assert:
     that: _plan.fits
     fail_msg: "{{ _plan.reason }}"
+
+- name: Read what the last build on this node measured (guarded_build's stamp)
+  ansible.builtin.slurp:
+    src: /srv/sglang/sgl-kernel/build/.gpufleet-build.stamp
+  register: _stamp
+  failed_when: false
+
+- name: Plan from the measured memory per thread when there is one, else from the default 5 GiB
+  ansible.builtin.set_fact:
+    _plan: >-
+      {{ ansible_facts.gpufleet_memory | gpufleet.preflight.build_jobs(
+           cpus=ansible_facts.gpufleet_cpus, nvcc_threads=32,
+           measured_memory_per_thread=((_stamp.content | b64decode | from_json).measured | default({}, true)).memory_per_thread_bytes
+                                      | default(none) if _stamp.content is defined else none) }}
+# -> jobs=4: 448Gi available - 45Gi reserve over 32 threads x 2.5Gi (measured 2Gi/thread + 25%, not the default 5Gi) ...
 
 - name: Cap the jobs and keep a bigger reserve
   ansible.builtin.debug:
@@ -122,6 +154,10 @@ _value:
       description: Jobs the CPUs allow.
       type: int
       sample: 4
+    memory_per_thread_source:
+      description: Whether the plan used a C(measured) memory per thread or the C(default) O(memory_per_thread).
+      type: str
+      sample: measured
     concurrent_threads:
       description: jobs x nvcc threads, the concurrent compilers the plan runs.
       type: int
@@ -133,18 +169,23 @@ from ansible.module_utils.common.text.converters import to_native
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build_plan import (
     DEFAULT_MEMORY_PER_THREAD,
+    MEASURED_MARGIN,
+    MIN_MEMORY_PER_THREAD,
     plan_from_facts,
 )
 
 
 def build_jobs(memory_facts, cpus=None, memory_per_thread=DEFAULT_MEMORY_PER_THREAD, nvcc_threads=1,
-               reserve=None, min_jobs=1, max_jobs=None):
+               reserve=None, min_jobs=1, max_jobs=None, measured_memory_per_thread=None,
+               measured_margin=MEASURED_MARGIN, min_memory_per_thread=MIN_MEMORY_PER_THREAD):
     """Plan parallel build jobs; see DOCUMENTATION."""
     if cpus is None:
         raise AnsibleFilterError("build_jobs: cpus is required (an int or the gpufleet_cpus facts)")
     try:
         return plan_from_facts(memory_facts, cpus, memory_per_thread=memory_per_thread, nvcc_threads=nvcc_threads,
-                               reserve=reserve, min_jobs=min_jobs, max_jobs=max_jobs)
+                               reserve=reserve, min_jobs=min_jobs, max_jobs=max_jobs,
+                               measured_memory_per_thread=measured_memory_per_thread, measured_margin=measured_margin,
+                               min_memory_per_thread=min_memory_per_thread)
     except ValueError as exc:
         raise AnsibleFilterError("build_jobs: %s" % to_native(exc))
 

@@ -24,6 +24,9 @@ GIB = 1024 ** 3
 DEFAULT_MEMORY_PER_THREAD = 5 * GIB
 MIN_RESERVE = 8 * GIB
 RESERVE_FRACTION = 0.10
+# a measured memory per thread is planned with this margin, and never below the floor
+MEASURED_MARGIN = 1.25
+MIN_MEMORY_PER_THREAD = GIB
 
 
 def _short(num_bytes):
@@ -96,8 +99,43 @@ def cpus_from_value(cpus):
     return _positive_int("cpus", cpus)
 
 
+def measured_memory_per_thread(attempts, nvcc_threads):
+    """What one concurrent nvcc thread took in a guarded build: the largest ``peak / (jobs x nvcc_threads)`` over the
+    attempts that finished (kind ``ok``), in bytes, or None. An OOM-killed attempt's peak is its limit, not what it
+    needed, so it teaches nothing. When fewer steps than jobs ran at the peak this under-states a thread: the
+    margin of :func:`learned_memory_per_thread` is there for that."""
+    threads = _positive_int("nvcc_threads", nvcc_threads)
+    found = [int(a["peak_memory_bytes"]) // (int(a["jobs"]) * threads) for a in attempts or []
+             if isinstance(a, dict) and a.get("kind") == "ok" and a.get("peak_memory_bytes") and a.get("jobs")]
+    return max(found) if found else None
+
+
+def learned_memory_per_thread(default, measured=None, margin=MEASURED_MARGIN, floor=MIN_MEMORY_PER_THREAD):
+    """The memory per thread to plan with: ``measured x margin``, never below ``floor``, when a build on this node
+    measured it; else ``default``. ``(bytes, why)``, ``why`` a few words for the plan's reason."""
+    default = _size("memory_per_thread", default)
+    if measured is None or measured == "":
+        return default, None
+    measured = _size("measured_memory_per_thread", measured)
+    if measured <= 0:
+        raise ValueError("measured_memory_per_thread must be more than 0, got %r" % measured)
+    try:
+        margin = float(margin)
+    except (TypeError, ValueError):
+        raise ValueError("measured_margin must be a number, got %r" % (margin,))
+    if not 1.0 <= margin <= 10.0:
+        raise ValueError("measured_margin must be between 1 and 10, got %r" % margin)
+    floor = _size("min_memory_per_thread", floor)
+    learned = max(int(measured * margin), floor)
+    why = "measured %s/thread + %d%%%s, not the default %s" % (
+        _short(measured), int(round((margin - 1) * 100)), ", raised to the floor %s" % _short(floor)
+        if learned == floor else "", _short(default))
+    return learned, why
+
+
 def plan_jobs(available_bytes, total_bytes, cpus, memory_per_thread=DEFAULT_MEMORY_PER_THREAD,
-              nvcc_threads=1, reserve=None, min_jobs=1, max_jobs=None):
+              nvcc_threads=1, reserve=None, min_jobs=1, max_jobs=None, measured_memory_per_thread=None,
+              measured_margin=MEASURED_MARGIN, min_memory_per_thread=MIN_MEMORY_PER_THREAD):
     """The job count and why. Returns
     ``{jobs, fits, reason, budget_bytes, per_job_bytes, reserve_bytes, memory_jobs, cpu_jobs, ...}``.
 
@@ -108,7 +146,8 @@ def plan_jobs(available_bytes, total_bytes, cpus, memory_per_thread=DEFAULT_MEMO
     available = _size("available", available_bytes)
     total = _size("total", total_bytes)
     cpus = _positive_int("cpus", cpus)
-    per_thread = _size("memory_per_thread", memory_per_thread)
+    per_thread, learned = learned_memory_per_thread(memory_per_thread, measured_memory_per_thread,
+                                                     measured_margin, min_memory_per_thread)
     if per_thread <= 0:
         raise ValueError("memory_per_thread must be more than 0")
     threads = _positive_int("nvcc_threads", nvcc_threads)
@@ -133,6 +172,8 @@ def plan_jobs(available_bytes, total_bytes, cpus, memory_per_thread=DEFAULT_MEMO
 
     basis = "%s available - %s reserve over %d thread%s x %s" % (
         _short(available), _short(reserve_bytes), threads, "" if threads == 1 else "s", _short(per_thread))
+    if learned:
+        basis += " (%s)" % learned
     if not fits:
         reason = ("does not fit: %s = %s budget, below %d job%s of %s (%d x %s); "
                   "raise memory or lower nvcc threads / memory_per_thread" % (
@@ -159,6 +200,7 @@ def plan_jobs(available_bytes, total_bytes, cpus, memory_per_thread=DEFAULT_MEMO
         "cpus": cpus,
         "nvcc_threads": threads,
         "memory_per_thread_bytes": per_thread,
+        "memory_per_thread_source": "measured" if learned else "default",
         "concurrent_threads": jobs * threads,
     }
 

@@ -37,3 +37,12 @@ def test_build_jobs_errors(facts, kwargs, message):
     with pytest.raises(AnsibleFilterError) as err:
         build_jobs(facts, **kwargs)
     assert message in str(err.value)
+
+
+def test_a_measured_memory_per_thread_is_planned_with_its_margin():
+    """Issue 14 item 4: the value guarded_build's stamp keeps (measured.memory_per_thread_bytes) passed through."""
+    from ansible_collections.gpufleet.preflight.plugins.filter.build_jobs import build_jobs as plan  # pylint: disable=import-outside-toplevel
+    facts = {"effective": {"available_bytes": 448 * 1024 ** 3, "total_bytes": 449 * 1024 ** 3}}
+    learned = plan(facts, cpus=128, nvcc_threads=32, measured_memory_per_thread=2 * 1024 ** 3)
+    assert learned["jobs"] == 4 and "measured 2Gi/thread + 25%" in learned["reason"]
+    assert plan(facts, cpus=128, nvcc_threads=32, measured_memory_per_thread=None)["jobs"] == 2

@@ -97,3 +97,56 @@ def test_bad_input(facts, cpus, kwargs, message):
     with pytest.raises(ValueError) as err:
         plan_from_facts(facts, cpus, **kwargs)
     assert message in str(err.value)
+
+
+# ---------------------------------------------------------------- the planner that learns (issue 14 item 4)
+
+from ansible_collections.gpufleet.preflight.plugins.module_utils import _build_plan as learning  # noqa: E402 pylint: disable=wrong-import-position
+
+_MI, _GI = 1024 ** 2, 1024 ** 3
+
+
+@pytest.mark.parametrize("attempts, threads, expected", [
+    ([], 1, None),
+    ([{"kind": "oom", "jobs": 4, "peak_memory_bytes": 400 * _MI}], 1, None),        # a kill's peak is the limit
+    ([{"kind": "oom", "jobs": 4, "peak_memory_bytes": 400 * _MI},
+      {"kind": "ok", "jobs": 2, "peak_memory_bytes": 248 * _MI}], 1, 124 * _MI),
+    ([{"kind": "ok", "jobs": 2, "peak_memory_bytes": 64 * _GI}], 4, 8 * _GI),           # jobs x nvcc threads
+    ([{"kind": "ok", "jobs": 2, "peak_memory_bytes": None}], 1, None),
+])
+def test_measured_memory_per_thread(attempts, threads, expected):
+    assert learning.measured_memory_per_thread(attempts, threads) == expected
+
+
+@pytest.mark.parametrize("measured, margin, floor, expected, why", [
+    (None, 1.25, _GI, 5 * _GI, None),
+    ("", 1.25, _GI, 5 * _GI, None),
+    (2 * _GI, 1.25, _GI, int(2.5 * _GI), "measured 2Gi/thread + 25%, not the default 5Gi"),
+    ("3GiB", 1.5, _GI, int(4.5 * _GI), "measured 3Gi/thread + 50%, not the default 5Gi"),
+    (124 * _MI, 1.25, _GI, _GI, "measured 124Mi/thread + 25%, raised to the floor 1Gi, not the default 5Gi"),
+    (124 * _MI, 1.25, 64 * _MI, 155 * _MI, "measured 124Mi/thread + 25%, not the default 5Gi"),
+])
+def test_learned_memory_per_thread(measured, margin, floor, expected, why):
+    assert learning.learned_memory_per_thread("5GiB", measured, margin, floor) == (expected, why)
+
+
+@pytest.mark.parametrize("measured, margin, floor, message", [
+    (0, 1.25, _GI, "measured_memory_per_thread must be more than 0"),
+    ("lots", 1.25, _GI, "measured_memory_per_thread"),
+    (_GI, 0.5, _GI, "measured_margin must be between 1 and 10"),
+    (_GI, "x", _GI, "measured_margin must be a number"),
+    (_GI, 1.25, "tiny", "min_memory_per_thread"),
+])
+def test_learned_memory_per_thread_bad_input(measured, margin, floor, message):
+    with pytest.raises(ValueError, match=message):
+        learning.learned_memory_per_thread("5GiB", measured, margin, floor)
+
+
+def test_a_plan_from_a_measurement_says_so_and_fits_more_jobs():
+    default = learning.plan_jobs(448 * _GI, 449 * _GI, 128, nvcc_threads=32)
+    learned = learning.plan_jobs(448 * _GI, 449 * _GI, 128, nvcc_threads=32, measured_memory_per_thread=2 * _GI)
+    assert default["jobs"] == 2 and default["memory_per_thread_source"] == "default"
+    assert learned["jobs"] == 4 and learned["memory_per_thread_source"] == "measured"
+    assert learned["memory_per_thread_bytes"] == int(2.5 * _GI)
+    assert "(measured 2Gi/thread + 25%, not the default 5Gi)" in learned["reason"]
+    assert "measured" not in default["reason"]
