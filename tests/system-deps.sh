@@ -19,6 +19,7 @@ qemu-system-x86_64 qemu-system-x86
 qemu-img         qemu-utils
 debootstrap      debootstrap
 mkfs.ext4        e2fsprogs
+chromium         chromium
 "
 
 missing=""
