@@ -28,7 +28,8 @@ _NINJA_PROGRESS = re.compile(r"^\s*\[(\d+)/(\d+)\]", re.MULTILINE)
 # bounds that turn a typo (jobs: 1e99, status_interval: -1) into a clear error instead of a hang
 LIMITS = {"jobs": (1, 4096), "nvcc_threads": (1, 1024), "max_attempts": (1, 64), "min_jobs": (1, 4096),
           "max_jobs": (1, 4096), "cpus": (1, 1 << 16), "tail_lines": (0, 100000)}
-_DECIMAL_UNIT = re.compile(r"^\s*[\d.]+\s*[kKmMgGtTpP][bB]\s*$")
+_DECIMAL_UNIT = re.compile(r"^\s*[0-9.]+\s*[kKmMgGtTpPeE][bB]\s*$")
+_SIZE_FORM = re.compile(r"[0-9]+(\.[0-9]+)?([KMGTPE](iB)?|B)?\Z", re.I)
 
 
 # kinds of attempt ends
@@ -206,19 +207,23 @@ def check_number(name, value, low, high):
     return value
 
 
-def check_size(name, text, warnings, positive=True):
-    """A size option -> bytes (None when omitted); ``64GB`` is read as 64 GiB, with a warning saying so."""
-    if text is None or text == "":
+def check_size(name, text, positive=True):
+    """A size option -> bytes (None when omitted). Binary units only, as the readiness options read them:
+    ``64GB`` is refused as ambiguous (10^9 or 2^30?) rather than silently taken for 64 GiB."""
+    if text is None:
         return None
+    if _DECIMAL_UNIT.match(str(text)):
+        number, unit = re.match(r"^\s*([0-9.]+)\s*(\w)", str(text)).groups()
+        raise ValueError("%s: %r is ambiguous (decimal GB = 10^9 bytes, or GiB = 2^30?): write %s%siB for powers of "
+                         "1024, or the number of bytes" % (name, text, number, unit.upper()))
+    if not _SIZE_FORM.match(str(text).strip()):
+        raise ValueError("%s: %r is not a size like 64GiB, 512MiB or a number of bytes" % (name, text))
     try:
         value = parse_size(text)
     except ValueError as exc:
         raise ValueError("%s: %s" % (name, exc))
     if positive and value <= 0:
         raise ValueError("%s must be more than 0, got %r" % (name, text))
-    if _DECIMAL_UNIT.match(str(text)):
-        warnings.append("%s=%r is read in binary units (%s bytes, as ansible's human_to_bytes reads it); "
-                        "write %siB to say so" % (name, text, value, str(text).strip()[:-1]))
     return value
 
 

@@ -113,9 +113,9 @@ class GuardedBuild(object):
         seconds(params["status_interval"], "status_interval", minimum=0.05, maximum=3600)
         if params["timeout"] is not None:
             seconds(params["timeout"], "timeout", minimum=1, maximum=30 * 86400)
-        self.per_thread = check_size("memory_per_thread", params["memory_per_thread"], self.warnings)
-        self.limit = check_size("memory_limit", params["memory_limit"], self.warnings)
-        self.reserve = check_size("reserve", params["reserve"], self.warnings, positive=False)
+        self.per_thread = check_size("memory_per_thread", params["memory_per_thread"])
+        self.limit = check_size("memory_limit", params["memory_limit"])
+        self.reserve = check_size("reserve", params["reserve"], positive=False)
         self.nvcc_threads = params["nvcc_threads"]
         self.per_job_bytes = self.nvcc_threads * self.per_thread
 

@@ -90,7 +90,7 @@ options:
       - The build cgroup's memory limit (bytes or a size like C(400GiB)); usually the C(budget_bytes) of
         P(gpufleet.preflight.build_jobs#filter). Planned as effective available minus O(reserve) when omitted.
       - Must hold at least one job (O(nvcc_threads) x O(memory_per_thread)). Above the node's memory it is used with a
-        warning (the cgroup then does not protect the node). Sizes are binary - C(64GB) is 64 GiB, with a warning.
+        warning (the cgroup then does not protect the node). Sizes are in binary units (C(64GiB), C(64G), powers of 1024) or bytes; C(64GB) is refused as ambiguous.
     type: str
   memory_per_thread:
     description: Memory one concurrent nvcc thread takes, for planning and the one-job check; more than 0.

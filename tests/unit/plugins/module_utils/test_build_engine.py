@@ -176,15 +176,16 @@ def test_check_number_accepts_and_omits():
 
 
 def test_check_size():
-    warnings = []
-    assert check_size("memory_limit", "64GB", warnings) == 64 << 30
-    assert "memory_limit='64GB' is read in binary units" in warnings[0] and "64GiB" in warnings[0]
-    assert check_size("memory_limit", "400MiB", warnings) == 400 << 20 and len(warnings) == 1
-    assert check_size("memory_limit", None, warnings) is None
-    assert check_size("reserve", "0", warnings, positive=False) == 0
-    for text, error in (("0", "memory_per_thread must be more than 0"), ("lots", "'lots' is not a size")):
+    assert check_size("memory_limit", "400MiB") == 400 << 20
+    assert check_size("memory_limit", "64G") == 64 << 30 and check_size("memory_limit", 1024) == 1024
+    assert check_size("memory_limit", None) is None
+    assert check_size("reserve", "0", positive=False) == 0
+    for text, error in (("0", "memory_per_thread must be more than 0"),
+                        ("lots", "'lots' is not a size like 64GiB"),
+                        ("64GB", "'64GB' is ambiguous (decimal GB = 10^9 bytes, or GiB = 2^30?): write 64GiB"),
+                        ("5 GiB", "'5 GiB' is not a size"), ("", "'' is not a size"), ("-1", "'-1' is not a size"), ("nan", "'nan' is not a size")):
         with pytest.raises(ValueError) as err:
-            check_size("memory_per_thread", text, warnings)
+            check_size("memory_per_thread", text)
         assert error in str(err.value)
 
 
