@@ -58,6 +58,8 @@ def run_role(tmp_path, extra_vars, check=False, wrapper=None, name="run"):
     if os.path.exists(result_file):
         os.unlink(result_file)
     variables = dict(extra_vars, build_deps_test_result=result_file)
+    # this host's CUDA toolkit has no nvrtc, cuBLAS nor driver stub: the CUDA library check has its own test below
+    variables.setdefault("build_deps_cuda_libraries", [])
     vars_file = tmp_path / ("%s-vars.json" % name)
     vars_file.write_text(json.dumps(variables))
     env = dict(os.environ)
@@ -329,3 +331,23 @@ def test_existing_dir_that_is_not_a_venv_is_refused(workdir, content):
         assert (target / rel).read_text() == text
     assert not (target / "pyvenv.cfg").exists()
     assert subprocess.call(["dpkg", "-s", "sl"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) != 0
+
+
+def test_cuda_libraries_the_build_links_are_checked(first_run, workdir, venv):
+    """Issue 13: a toolkit without nvrtc, cuBLAS or a driver stub used to pass build_deps; configure and compile then
+    failed one by one. Now each missing one is named, and torch's nvidia packages count as a source."""
+    assert first_run.rc == 0, first_run
+    facts = first_run.result["gpufleet_toolchain"]["cuda_libraries"]
+    assert set(facts) >= {"nvrtc", "cublas", "cublasLt", "driver", "missing", "toolkit_roots", "torch_matches_nvcc"}
+    run = run_role(workdir, {"build_deps_venv": venv, "build_deps_cuda_libraries": ["nvrtc", "cublas", "cublasLt", "driver"]},
+                   name="cudalibs")
+    if not facts["missing"]:
+        assert run.rc == 0, run
+        return
+    assert run.rc != 0, run
+    for name in facts["missing"]:
+        if name == "driver":
+            assert "libcuda.so not found (no NVIDIA driver, and no stub in" in run.output, run
+        else:
+            assert "%s (" % name in run.output and "found neither in the CUDA toolkit" in run.output, run
+    assert "Traceback" not in run.output

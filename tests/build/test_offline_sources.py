@@ -1,0 +1,75 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""playbooks/prepare_offline_sources.yml from real git repositories (local, at pinned commits): the stand-in's
+FetchContent names, nested ones included, all found afterwards."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import PROJECTS, REPO, ansible_env
+
+sys.path.insert(0, os.path.join(REPO, "plugins", "module_utils"))
+import _sgl_tree  # noqa: E402 pylint: disable=wrong-import-position,import-error
+
+PLAYBOOK = os.path.join(REPO, "playbooks", "prepare_offline_sources.yml")
+ANSIBLE_PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
+
+pytestmark = pytest.mark.skipif(not shutil.which("git"), reason="git is needed")
+
+
+def git(cwd, *args):
+    return subprocess.check_output(["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"]
+                                   + list(args), cwd=cwd, universal_newlines=True).strip()
+
+
+def run(variables):
+    argv = [ANSIBLE_PLAYBOOK, "-i", "localhost,", "-c", "local", "-e", "ansible_python_interpreter=" + sys.executable,
+            "-e", json.dumps(variables), PLAYBOOK]
+    proc = subprocess.run(argv, env=ansible_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          universal_newlines=True, timeout=300, check=False)
+    return proc.returncode, proc.stdout
+
+
+def test_offline_dir_from_repositories_at_pinned_commits(tmp_path):
+    sources = []
+    for name in ("dep-mesh", "flash-lite", "mesh-json", "mesh-bind"):
+        repo = tmp_path / "upstream" / name
+        shutil.copytree(os.path.join(PROJECTS, "standin_sgl_kernel_offline", name), str(repo))
+        git(str(repo), "init", "-q")
+        git(str(repo), "add", "-A")
+        git(str(repo), "commit", "-q", "-m", "pinned")
+        pinned = git(str(repo), "rev-parse", "HEAD")
+        (repo / "LATER.txt").write_text("a later commit the pin must not get\n")
+        git(str(repo), "add", "-A")
+        git(str(repo), "commit", "-q", "-m", "later")
+        sources.append({"name": name, "repo": "file://%s" % repo, "version": pinned})
+    offline = tmp_path / "offline"
+    rc, out = run({"offline_sources_dir": str(offline), "offline_sources": sources})
+    assert rc == 0, out[-4000:]
+    for source in sources:
+        assert git(str(offline / source["name"]), "rev-parse", "HEAD") == source["version"]
+        assert not (offline / source["name"] / "LATER.txt").exists()
+    found = _sgl_tree.scan_fetchcontent(os.path.join(PROJECTS, "standin_sgl_kernel"), str(offline))
+    assert found["missing"] == [] and len(found["declared"]) == 4
+    rc, out = run({"offline_sources_dir": str(offline), "offline_sources": sources})
+    assert rc == 0 and "CHANGED" not in out, out[-3000:]
+
+
+@pytest.mark.parametrize("variables", [
+    {"offline_sources_dir": "relative/dir", "offline_sources": []},
+    {"offline_sources_dir": "/x", "offline_sources": [{"name": "a"}]},
+    {"offline_sources_dir": "/x", "offline_sources": [{"name": "../up", "repo": "r", "version": "v"}]},
+    {"offline_sources": []},
+])
+def test_bad_input_is_refused(variables):
+    rc, out = run(variables)
+    assert rc != 0 and "prepare_offline_sources: bad input" in out, out[-3000:]
