@@ -1,0 +1,71 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Build-profile checks over ``gpufleet_toolchain.cuda_libraries`` (issue 13): the CUDA libraries an sgl-kernel
+build links - nvrtc, cuBLAS, cuBLASLt (from the CUDA toolkit or torch's nvidia/cu13 pip packages) and libcuda (a
+driver or the toolkit's link stub) - and torch's CUDA major against nvcc's.
+
+Same shape as every check (``plugin_utils/_checks.py``): ``check(facts, policy)`` -> result / unknown / None.
+Wiring: append ``TOOLKIT_CHECKS`` to the build profile's checks (``_gpu_build_checks.CHECKS``); no option needed.
+"""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.gpufleet.preflight.plugins.plugin_utils._checks import result, unknown
+
+COMPONENTS = ("nvrtc", "cublas", "cublasLt", "driver")
+_WHAT = {
+    "nvrtc": "nvrtc.h + libnvrtc (install the toolkit's cuda-nvrtc-dev, or a CUDA build of torch: nvidia/cu13 brings it)",
+    "cublas": "cublas_v2.h + libcublas (install libcublas-dev, or a CUDA build of torch)",
+    "cublasLt": "cublasLt.h + libcublasLt (install libcublas-dev, or a CUDA build of torch)",
+    "driver": "libcuda.so from the NVIDIA driver or the toolkit's lib64/stubs (cuda-driver-dev) to link without a GPU",
+}
+
+
+def _libraries(facts, name, expected):
+    toolchain = facts.get("toolchain")
+    if not toolchain or "cuda_libraries" not in toolchain:
+        return None, unknown(name, expected, "toolchain facts with cuda_libraries were not gathered", "build")
+    return toolchain["cuda_libraries"], None
+
+
+def check_cuda_libraries(facts, policy):  # pylint: disable=unused-argument
+    """Every library the build links is there (toolkit or torch's packages; driver or stub)."""
+    name = "cuda_libraries"
+    expected = ", ".join(COMPONENTS)
+    libraries, why = _libraries(facts, name, expected)
+    if why:
+        return why
+    nvcc = (facts.get("toolchain") or {}).get("nvcc") or {}
+    if not nvcc.get("present"):
+        return None     # check_nvcc_arch already says nvcc is missing
+    missing = [component for component in COMPONENTS if not (libraries.get(component) or {}).get("present")]
+    found = ["%s (%s)" % (component, (libraries.get(component) or {}).get("source"))
+             for component in COMPONENTS if component not in missing]
+    if not missing:
+        return result(name, True, ", ".join(found), expected, "", "build")
+    message = "missing: " + "; ".join("%s - %s" % (component, _WHAT[component]) for component in missing)
+    return result(name, False, ", ".join(found) or "none", expected, message, "build")
+
+
+def check_torch_cuda_matches_nvcc(facts, policy):  # pylint: disable=unused-argument
+    """torch's CUDA major equals nvcc's (a CUDA 12.8 torch cannot build with nvcc 13.0)."""
+    name = "torch_cuda_matches_nvcc"
+    toolchain = facts.get("toolchain") or {}
+    torch = toolchain.get("torch") or {}
+    nvcc = toolchain.get("nvcc") or {}
+    if not torch.get("present") or not nvcc.get("present"):
+        return None
+    expected = "CUDA %s (nvcc)" % nvcc.get("cuda_version")
+    if not torch.get("cuda"):
+        return result(name, False, "torch %s without CUDA" % torch.get("version"), expected,
+                      "torch %s is a CPU build: install a +cu%sx build" % (torch.get("version"),
+                                                                          str(nvcc.get("cuda_version")).split(".")[0]), "build")
+    ok = str(torch["cuda"]).split(".")[0] == str(nvcc.get("cuda_version")).split(".")[0]
+    return result(name, ok, "CUDA %s (torch %s)" % (torch["cuda"], torch.get("version")), expected,
+                  "" if ok else "torch is built for CUDA %s but nvcc is CUDA %s: their majors must match" % (
+                      torch["cuda"], nvcc.get("cuda_version")), "build")
+
+
+TOOLKIT_CHECKS = (check_cuda_libraries, check_torch_cuda_matches_nvcc)
