@@ -98,8 +98,8 @@ class NodeWatch(object):
         if self.async_dir is None:
             async_dir = self.handler.get_shell_option("async_dir", default="~/.ansible_async")
             self.async_dir = self.handler._remote_expand_user(async_dir)  # pylint: disable=protected-access
-        result = self.run_module("ansible.legacy.async_status", {"jid": self.job["jid"], "mode": "status",
-                                                                "_async_dir": self.async_dir})
+        args = {"jid": self.job["jid"], "mode": "status", "_async_dir": self.async_dir}
+        result = self.run_module("ansible.legacy.async_status", args)
         if result.get("finished"):
             return result
         if result.get("failed") and not result.get("started"):
@@ -144,9 +144,8 @@ class ActionModule(ActionBase):
         conn_type = templar.template(conn_type)
         play_context = self._play_context.set_task_and_variable_override(task=self._task, variables=variables,
                                                                          templar=templar)
-        connection = self._shared_loader_obj.connection_loader.get(conn_type, play_context, None,
-                                                                  task_uuid=self._task._uuid,
-                                                                  ansible_playbook_pid=to_text(os.getppid()))
+        connection = self._shared_loader_obj.connection_loader.get(
+            conn_type, play_context, None, task_uuid=self._task._uuid, ansible_playbook_pid=to_text(os.getppid()))
         if connection is None:
             raise AnsibleActionFail("jobs: %s: the connection plugin %r was not found" % (host, conn_type))
         task_keys = self._task.dump_attrs()

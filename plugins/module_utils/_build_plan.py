@@ -147,7 +147,7 @@ def plan_jobs(available_bytes, total_bytes, cpus, memory_per_thread=DEFAULT_MEMO
     total = _size("total", total_bytes)
     cpus = _positive_int("cpus", cpus)
     per_thread, learned = learned_memory_per_thread(memory_per_thread, measured_memory_per_thread,
-                                                     measured_margin, min_memory_per_thread)
+                                                    measured_margin, min_memory_per_thread)
     if per_thread <= 0:
         raise ValueError("memory_per_thread must be more than 0")
     threads = _positive_int("nvcc_threads", nvcc_threads)

@@ -21,7 +21,7 @@ description:
     the peak, the OOM kills and the first failed step. It replaces a per-host C(async_status) retry loop and its
     per-host lines.
   - Each node is reached over its own connection (its inventory and connection variables, as a task on that host
-    would be): C(ansible.builtin.slurp) reads the build's status file, C(ansible.builtin.async_status) the job's
+    would be) - C(ansible.builtin.slurp) reads the build's status file, C(ansible.builtin.async_status) the job's
     result once the status says it ended (and every O(status_every) polls, in case the module died without saying so).
   - A node that does not answer O(unreachable_after) polls in a row shows as C(unreachable) and is no longer
     polled; the others go on. Nodes finishing at different times are followed until the last one ends.
