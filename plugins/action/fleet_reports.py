@@ -82,6 +82,12 @@ class ActionModule(ActionBase):
         result = super(ActionModule, self).run(tmp, task_vars)
         del tmp
         _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        try:
+            _report.check_results(args["results"])
+        except ValueError as exc:
+            raise AnsibleActionFail(str(exc))
+        if args["report_dir"] and (not args["report_dir"].strip() or "\0" in args["report_dir"]):
+            raise AnsibleActionFail("report_dir: %r is not a directory path (unset: ./reports here)" % (args["report_dir"],))
         results = dict((str(name), value) for name, value in args["results"].items())
         report = _report.build_report(results, policy=args["policy"],
                                       finished=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))

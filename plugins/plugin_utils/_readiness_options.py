@@ -161,7 +161,7 @@ OPTIONS = (
     ]),
     dict(name="gate", type="dict", default={"abort": False, "reason": None}, roles=("drop",), action=False, description=[
         "The fleet gate from M(gpufleet.preflight.fleet_reports) (C(abort), C(reason)); when it aborts, every "
-        "node fails with its reason. Set by the C(report) entry point.",
+        "node fails with its reason. Set by the C(report) entry point. C(abort) must be a boolean.",
     ]),
 )
 

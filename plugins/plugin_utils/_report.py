@@ -41,6 +41,58 @@ def is_own_report(name, head):
     return not head or head.startswith(SIGNATURES.get(name, b"\0"))
 
 
+CHECK_STATUSES = ("ok", "failed", "unknown", "skipped")
+
+
+def check_results(results, option="results"):
+    """ValueError naming ``option`` unless ``results`` is ``{hostname: registered readiness result or None}``.
+
+    Only the keys the report reads are checked; a result is whatever readiness (or an unreachable host) left.
+    """
+    if not isinstance(results, dict):
+        raise ValueError("%s: a dict of hostname -> registered readiness result, got %s" % (option, type(results).__name__))
+    for host, result in results.items():
+        where = "%s[%s]" % (option, printable(str(host)))
+        if result is None:
+            continue
+        if not isinstance(result, dict):
+            raise ValueError("%s: a registered readiness result (dict) or null, got %s" % (where, type(result).__name__))
+        if "ready" in result and not isinstance(result["ready"], bool):
+            raise ValueError("%s: ready must be true or false, got %r" % (where, result["ready"]))
+        _check_checks(where, result.get("checks"))
+
+
+def _check_checks(where, checks):
+    if checks is None:
+        return
+    if not isinstance(checks, list):
+        raise ValueError("%s: checks must be a list of checks, got %s" % (where, type(checks).__name__))
+    for index, check in enumerate(checks):
+        if not isinstance(check, dict) or not isinstance(check.get("name"), str) or check.get("status") not in CHECK_STATUSES:
+            raise ValueError("%s: checks[%d] must be a check with a name and a status (%s), got %r"
+                             % (where, index, ", ".join(CHECK_STATUSES), check))
+
+
+def check_report(report, needs_hosts=True):
+    """ValueError naming ``report`` unless it has the shape build_report makes (what the renderings read)."""
+    if not isinstance(report, dict):
+        raise ValueError("report: the dict fleet_report returns, got %s" % type(report).__name__)
+    summary = report.get("summary")
+    if not isinstance(summary, dict) or not all(isinstance(summary.get(key), int) and not isinstance(summary.get(key), bool)
+                                                for key in ("total", "not_ready", "unreachable")):
+        raise ValueError("report: needs summary with whole-number total, not_ready and unreachable counts, got %r" % (summary,))
+    if not needs_hosts:
+        return
+    hosts = report.get("hosts")
+    if not isinstance(hosts, dict):
+        raise ValueError("report: needs hosts, a dict of hostname -> host entry, got %r" % (hosts,))
+    for name, entry in hosts.items():
+        where = "report: hosts[%s]" % printable(str(name))
+        if not isinstance(entry, dict) or entry.get("status") not in STATUSES:
+            raise ValueError("%s: a host entry with a status (%s), got %r" % (where, ", ".join(STATUSES), entry))
+        _check_checks(where, entry.get("checks"))
+
+
 def _entry_without_facts(status, reason, failed_checks=()):
     return dict(status=status, reason=reason, checks=[], failed_checks=list(failed_checks), memory={},
                 build_processes=None, waited_seconds=None, checked_at=None, policy={})
@@ -63,7 +115,7 @@ def host_entry(result):
     failed = [c for c in result.get("checks") or [] if c.get("status") in ("failed", "unknown")]
     return dict(
         status="ready" if result["ready"] else "not_ready",
-        reason=("%s: %s" % (failed[0]["name"], failed[0]["message"])) if failed else None,
+        reason=("%s: %s" % (failed[0]["name"], failed[0].get("message") or "")) if failed else None,
         checks=result.get("checks") or [],
         failed_checks=[c["name"] for c in failed],
         memory=dict(
@@ -128,7 +180,7 @@ def too_many_not_ready(report, max_not_ready):
 
 
 def _memory_cell(entry):
-    memory = entry["memory"]
+    memory = entry.get("memory") or {}
     if not memory.get("effective_total_human"):
         return "-"
     cell = "%s / %s" % (memory["effective_available_human"], memory["effective_total_human"])
@@ -141,8 +193,8 @@ def table_rows(report):
     """Rows of (host, status, memory, build processes, first failed check)."""
     rows = [("HOST", "STATUS", "EFFECTIVE AVAILABLE / TOTAL", "BUILD PROCS", "FIRST FAILED CHECK")]
     for name, entry in sorted(report["hosts"].items()):
-        procs = "-" if entry["build_processes"] is None else str(entry["build_processes"])
-        reason = " ".join((entry["reason"] or "-").split())  # one line per host, whatever the message holds
+        procs = "-" if entry.get("build_processes") is None else str(entry["build_processes"])
+        reason = " ".join(str(entry.get("reason") or "-").split())  # one line per host, whatever the message holds
         rows.append((name, entry["status"].replace("_", " "), _memory_cell(entry), procs, reason))
     return rows
 
@@ -172,11 +224,11 @@ def render_markdown(report):
     rows = table_rows(report)
     out = ["# Fleet preflight", "", summary_line(report), "", "| " + " | ".join(rows[0]) + " |", "|" + " --- |" * len(rows[0])]
     out.extend("| " + " | ".join(cell(c) for c in row) + " |" for row in rows[1:])
-    failures = [(name, c) for name, entry in sorted(report["hosts"].items()) for c in entry["checks"]
+    failures = [(name, c) for name, entry in sorted(report["hosts"].items()) for c in entry.get("checks") or []
                 if c.get("status") in ("failed", "unknown")]
     if failures:
         out += ["", "## Failed checks", ""]
-        out.extend("- **%s** `%s`: %s" % (name, c["name"], cell(c["message"])) for name, c in failures)
+        out.extend("- **%s** `%s`: %s" % (name, c["name"], cell(c.get("message") or "")) for name, c in failures)
     return "\n".join(out) + "\n"
 
 
@@ -186,21 +238,23 @@ def render_junit(report):
     for name, entry in sorted(report["hosts"].items()):
         suite = ElementTree.SubElement(suites, "testsuite", name=name)
         failures = errors = skipped = 0
-        if entry["status"] == "unreachable" or not entry["checks"]:
+        checks = entry.get("checks") or []
+        if entry["status"] == "unreachable" or not checks:
+            reason = str(entry.get("reason") or "no result")
             case = ElementTree.SubElement(suite, "testcase", classname=name, name="reachable")
-            ElementTree.SubElement(case, "error", message=entry["reason"] or "no result").text = entry["reason"]
+            ElementTree.SubElement(case, "error", message=reason).text = reason
             errors += 1
-        for check in entry["checks"]:
+        for check in checks:
             case = ElementTree.SubElement(suite, "testcase", classname=name, name=check["name"])
             if check["status"] == "failed":
-                ElementTree.SubElement(case, "failure", message=check["message"]).text = "observed %r, expected %r" % (
+                ElementTree.SubElement(case, "failure", message=str(check.get("message") or "")).text = "observed %r, expected %r" % (
                     check.get("observed"), check.get("expected"))
                 failures += 1
             elif check["status"] == "unknown":
-                ElementTree.SubElement(case, "error", message=check["message"]).text = check["message"]
+                ElementTree.SubElement(case, "error", message=str(check.get("message") or "")).text = str(check.get("message") or "")
                 errors += 1
             elif check["status"] == "skipped":
-                ElementTree.SubElement(case, "skipped", message=check["message"])
+                ElementTree.SubElement(case, "skipped", message=str(check.get("message") or ""))
                 skipped += 1
         suite.set("tests", str(len(suite)))
         suite.set("failures", str(failures))
