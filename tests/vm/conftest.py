@@ -83,6 +83,7 @@ class VMs:
     def __init__(self, state):
         self.state = state
         self.nodes = dict((name, Node(entry)) for name, entry in state["nodes"].items())
+        self.calls = 0
         self.control_dir = tempfile.mkdtemp(prefix="gpufleet-vm-ssh-")  # short: ControlPath has a length limit
         self.inventory = os.path.join(vmlib.run_dir(), "inventory.yml")
         hosts = {}
@@ -121,6 +122,10 @@ class VMs:
         started = time.time()
         proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
                               env=self.env(), cwd=vmlib.REPO_ROOT, timeout=timeout, check=False)
+        # every run's output stays in the run dir for a failure's post-mortem
+        self.calls += 1
+        with open(os.path.join(vmlib.run_dir(), "ansible-%03d-%s.log" % (self.calls, module.split(".")[-1])), "w") as log:
+            log.write(" ".join(argv) + "\n" + proc.stdout)
         results = parse_minimal(proc.stdout)
         for result in results.values():
             result["_seconds"] = time.time() - started
