@@ -245,15 +245,20 @@ def write_reports(report_dir, report):
     try:
         if not os.path.isdir(report_dir):
             os.makedirs(report_dir, 0o777)
+        for name, dummy in renders:  # all checked before any is written
+            path = os.path.join(report_dir, name)
+            if os.path.lexists(path):
+                head = b""
+                if os.path.isfile(path) and not os.path.islink(path):
+                    with open(path, "rb") as handle:
+                        head = handle.read(256)
+                if os.path.islink(path) or not os.path.isfile(path) or (
+                        head and not head.startswith(view.REPORT_SIGNATURES[name])):
+                    raise AnsibleActionFail("report_dir: %s exists and is not a build report written by "
+                                            "gpufleet.preflight; nothing was overwritten" % path)
         written = []
         for name, render in renders:
             path = os.path.join(report_dir, name)
-            if os.path.lexists(path):
-                with open(path, "rb") as handle:
-                    head = handle.read(256)
-                if os.path.islink(path) or (head and not head.startswith(view.REPORT_SIGNATURES[name])):
-                    raise AnsibleActionFail("report_dir: %s exists and is not a build report written by "
-                                            "gpufleet.preflight; nothing was overwritten" % path)
             tmp_path = "%s.tmp.%d" % (path, os.getpid())
             with open(tmp_path, "w") as handle:
                 handle.write(render(report))

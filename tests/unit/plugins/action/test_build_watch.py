@@ -1,0 +1,72 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""plugins/action/build_watch.py: option checks naming the option, and the report files it may (not) replace.
+(The loop itself runs for real on the fleet: tests/fleet/test_build_view_fleet.py.)"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+
+import pytest
+from ansible.errors import AnsibleActionFail
+
+from ansible_collections.gpufleet.preflight.plugins.action import build_watch as action
+from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _build_view as view
+
+ARGS = {"interval": 30.0, "timeout": 0.0, "unreachable_after": 3, "status_every": 5}
+
+
+@pytest.mark.parametrize("jobs, message", [
+    ({"node1": "1234.5678"}, "jobs: the entry of node1 must be a dict with jid"),
+    ({"node1": {"jid": "1"}}, "status_path"),
+    ({"node1": {"status_path": "/x"}}, "jid"),
+    ({"node1": None}, "node1"),
+])
+def test_bad_jobs_are_named(jobs, message):
+    with pytest.raises(AnsibleActionFail, match=message):
+        action.check_jobs(jobs)
+
+
+def test_good_jobs():
+    assert action.check_jobs({"node1": {"jid": 123, "status_path": "/b/gpufleet-build.status.json", "x": 1}}) == {
+        "node1": {"jid": "123", "status_path": "/b/gpufleet-build.status.json"}}
+
+
+@pytest.mark.parametrize("option, value", [
+    ("interval", 0.0), ("interval", 1e9), ("timeout", -1.0), ("unreachable_after", 0), ("status_every", 0),
+])
+def test_bad_numbers_are_named(option, value):
+    with pytest.raises(AnsibleActionFail, match="^%s must be" % option):
+        action.check_numbers(dict(ARGS, **{option: value}))
+
+
+def report():
+    return view.build_report({"node1": {"status": None, "result": {"failed": False, "attempts": []}}}, finished="now")
+
+
+def test_reports_written_and_replaced(tmp_path):
+    target = str(tmp_path / "out")
+    files = action.write_reports(target, report())
+    assert sorted(os.path.basename(f) for f in files) == ["build.html", "build.json", "build.md"]
+    with open(os.path.join(target, "build.json")) as handle:
+        assert json.load(handle)["summary"]["done"] == 1
+    assert action.write_reports(target, report()) == files   # an earlier report is replaced
+    assert sorted(os.listdir(target)) == ["build.html", "build.json", "build.md"]
+
+
+def test_a_foreign_file_is_never_overwritten(tmp_path):
+    (tmp_path / "build.md").write_text("my notes\n")
+    with pytest.raises(AnsibleActionFail, match="build.md exists and is not a build report"):
+        action.write_reports(str(tmp_path), report())
+    assert (tmp_path / "build.md").read_text() == "my notes\n"
+    assert sorted(os.listdir(str(tmp_path))) == ["build.md"], "nothing else written either"
+
+
+def test_an_unwritable_report_dir_is_named(tmp_path):
+    (tmp_path / "file").write_text("")
+    with pytest.raises(AnsibleActionFail, match="report_dir: cannot write the build report"):
+        action.write_reports(str(tmp_path / "file" / "sub"), report())
