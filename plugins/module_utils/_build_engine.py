@@ -13,24 +13,16 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import math
 import re
 import shlex
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils._human import human, parse_size
+from ansible_collections.gpufleet.preflight.plugins.module_utils._human import human
 
 # the variables that carry the job count; kept out of the stamp so a backoff never makes a build stale
 JOB_VARIABLES = ("CMAKE_BUILD_PARALLEL_LEVEL", "MAX_JOBS")
 SHELL_WORDS = frozenset(("if", "for", "while", "until", "case", "export", "set", "cd", "exec", "env", "time",
                          "{", "(", "!", ".", "source", "test", "[", "true", "false", "echo", "eval"))
 _NINJA_PROGRESS = re.compile(r"^\s*\[(\d+)/(\d+)\]", re.MULTILINE)
-
-# bounds that turn a typo (jobs: 1e99, status_interval: -1) into a clear error instead of a hang
-LIMITS = {"jobs": (1, 4096), "nvcc_threads": (1, 1024), "max_attempts": (1, 64), "min_jobs": (1, 4096),
-          "max_jobs": (1, 4096), "cpus": (1, 1 << 16), "tail_lines": (0, 100000)}
-_DECIMAL_UNIT = re.compile(r"^\s*[0-9.]+\s*[kKmMgGtTpPeE][bB]\s*$")
-_SIZE_FORM = re.compile(r"[0-9]+(\.[0-9]+)?([KMGTPE](iB)?|B)?\Z", re.I)
-
 
 # kinds of attempt ends
 OK, OOM, TIMEOUT, FAILED, INTERRUPTED = "ok", "oom", "timeout", "failed", "interrupted"
@@ -192,44 +184,3 @@ def command_executable(argv=None, cmd=None):
     if first in SHELL_WORDS or "=" in first or first[0] in "({$`":
         return None
     return first
-
-
-# ---------------------------------------------------------------- option checks (pure)
-
-def check_number(name, value, low, high):
-    """None for an omitted option; a value in ``[low, high]`` or ValueError naming the option."""
-    if value is None:
-        return None
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ValueError("%s must be a finite number, got %r" % (name, value))
-    if not low <= value <= high:
-        raise ValueError("%s must be between %s and %s, got %r" % (name, low, high, value))
-    return value
-
-
-def check_size(name, text, positive=True):
-    """A size option -> bytes (None when omitted). Binary units only, as the readiness options read them:
-    ``64GB`` is refused as ambiguous (10^9 or 2^30?) rather than silently taken for 64 GiB."""
-    if text is None:
-        return None
-    if _DECIMAL_UNIT.match(str(text)):
-        number, unit = re.match(r"^\s*([0-9.]+)\s*(\w)", str(text)).groups()
-        raise ValueError("%s: %r is ambiguous (decimal GB = 10^9 bytes, or GiB = 2^30?): write %s%siB for powers of "
-                         "1024, or the number of bytes" % (name, text, number, unit.upper()))
-    if not _SIZE_FORM.match(str(text).strip()):
-        raise ValueError("%s: %r is not a size like 64GiB, 512MiB or a number of bytes" % (name, text))
-    try:
-        value = parse_size(text)
-    except ValueError as exc:
-        raise ValueError("%s: %s" % (name, exc))
-    if positive and value <= 0:
-        raise ValueError("%s must be more than 0, got %r" % (name, text))
-    return value
-
-
-def check_command(argv, cmd):
-    if argv is not None and (not argv or not str(argv[0]).strip()):
-        raise ValueError("argv must be a non-empty list whose first element is the program")
-    if cmd is not None and not cmd.strip():
-        raise ValueError("cmd is empty")
-    return list(argv) if argv else ["/bin/sh", "-c", cmd]

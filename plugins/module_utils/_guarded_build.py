@@ -21,15 +21,13 @@ import time
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils import _build_engine as engine
 from ansible_collections.gpufleet.preflight.plugins.module_utils import _build_state as state
-from ansible_collections.gpufleet.preflight.plugins.module_utils._build_engine import (
-    LIMITS,
-    BuildError,
-    Interrupted,
-    check_command,
-    check_number,
-    check_size,
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build_engine import BuildError, Interrupted
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build_options import check_options
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build_plan import (
+    default_reserve,
+    memory_from_facts,
+    plan_from_facts,
 )
-from ansible_collections.gpufleet.preflight.plugins.module_utils._build_plan import default_reserve, plan_from_facts
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build_process import BuildProcess
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build_watchdog import POLL_SECONDS, WatchdogConfinement
 from ansible_collections.gpufleet.preflight.plugins.module_utils._confinement import (
@@ -44,7 +42,6 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._cpus import co
 from ansible_collections.gpufleet.preflight.plugins.module_utils._human import human
 from ansible_collections.gpufleet.preflight.plugins.module_utils._kernel_events import KmsgFollower, oom_lines_in_cgroup
 from ansible_collections.gpufleet.preflight.plugins.module_utils._memory import collect_memory
-from ansible_collections.gpufleet.preflight.plugins.module_utils._values import seconds
 
 __all__ = ["BuildError", "GuardedBuild", "Interrupted"]
 
@@ -76,11 +73,7 @@ class GuardedBuild(object):
             raise BuildError(str(exc))
         params = self.params
         self.chdir = os.path.abspath(params["chdir"])
-        if not os.path.isdir(self.chdir):
-            raise BuildError("chdir %s does not exist or is not a directory" % self.chdir)
         self.source = os.path.abspath(params["source"] or self.chdir)
-        if not os.path.isdir(self.source):
-            raise BuildError("source %s does not exist or is not a directory" % self.source)
         self.build_dir = os.path.abspath(os.path.join(self.chdir, params["build_dir"]))
         self.name = params["name"] or os.path.basename(self.chdir.rstrip("/")) or "build"
         self._plan()
@@ -103,20 +96,10 @@ class GuardedBuild(object):
             self.strategy = "none"
 
     def _check_options(self):
-        params = self.params
-        if params["chdir"] is not None and not params["chdir"].strip():
-            raise ValueError("chdir must name a directory, got an empty string")
-        self.command = check_command(params["argv"], params["cmd"])
-        for name, (low, high) in LIMITS.items():
-            check_number(name, params[name], low, high)
-        # seconds go through the one rule for them (finite, bounded): nan/inf/-1 never reach a loop
-        seconds(params["status_interval"], "status_interval", minimum=0.05, maximum=3600)
-        if params["timeout"] is not None:
-            seconds(params["timeout"], "timeout", minimum=1, maximum=30 * 86400)
-        self.per_thread = check_size("memory_per_thread", params["memory_per_thread"])
-        self.limit = check_size("memory_limit", params["memory_limit"])
-        self.reserve = check_size("reserve", params["reserve"], positive=False)
-        self.nvcc_threads = params["nvcc_threads"]
+        checked = check_options(self.params)
+        self.command, self.per_thread = checked["command"], checked["per_thread"]
+        self.limit, self.reserve = checked["limit"], checked["reserve"]
+        self.nvcc_threads = self.params["nvcc_threads"]
         self.per_job_bytes = self.nvcc_threads * self.per_thread
 
     def _plan(self):
@@ -124,13 +107,14 @@ class GuardedBuild(object):
         jobs, limit = params["jobs"], self.limit
         self.plan = None
         memory = params["memory_facts"]
-        if jobs is None or limit is None or memory is None:
-            memory = memory or collect_memory(root=self.root)
+        if memory is None:
+            memory = collect_memory(root=self.root)
         try:
-            total = memory["effective"]["total_bytes"] if "effective" in memory else \
-                memory["gpufleet_memory"]["effective"]["total_bytes"]
-        except (KeyError, TypeError):
-            total = None
+            total = memory_from_facts(memory)[1]
+        except ValueError as exc:
+            if params["memory_facts"] is not None:
+                raise BuildError("memory_facts: %s" % exc)
+            total = None  # this node's own facts lack a figure: plan only where jobs or memory_limit need it
         if jobs is None or limit is None:
             cpus = params["cpus"] or collect_cpus(root=self.root)["usable"]
             try:
@@ -144,8 +128,9 @@ class GuardedBuild(object):
                 raise BuildError("the memory budget is below one job: %s" % self.plan["reason"], {"plan": self.plan})
             limit = self.plan["budget_bytes"]
         elif total and limit > total:
-            self.warnings.append("memory_limit %s is above the node's memory (%s): the build's cgroup will not stop "
-                                 "it before the node runs out" % (human(limit), human(total)))
+            raise BuildError("memory_limit %s is above the node's memory (%s): a cgroup that large would not stop the "
+                             "build before the node runs out; give at most %s, or omit it to plan" % (
+                                 human(limit), human(total), human(total)))
         if limit < self.per_job_bytes:
             raise BuildError("memory_limit %s is below one job: %d nvcc thread%s x %s memory_per_thread = %s; "
                              "raise memory_limit or lower nvcc_threads / memory_per_thread" % (

@@ -89,8 +89,8 @@ options:
     description:
       - The build cgroup's memory limit (bytes or a size like C(400GiB)); usually the C(budget_bytes) of
         P(gpufleet.preflight.build_jobs#filter). Planned as effective available minus O(reserve) when omitted.
-      - Must hold at least one job (O(nvcc_threads) x O(memory_per_thread)). Above the node's memory it is used with a
-        warning (the cgroup then does not protect the node). Sizes are in binary units (C(64GiB), C(64G), powers of 1024) or bytes; C(64GB) is refused as ambiguous.
+      - Must hold at least one job (O(nvcc_threads) x O(memory_per_thread)) and not exceed the node's memory (a cgroup
+        that large would not protect the node). Sizes are in binary units (C(64GiB), C(64G), powers of 1024) or bytes; C(64GB) is refused as ambiguous.
     type: str
   memory_per_thread:
     description: Memory one concurrent nvcc thread takes, for planning and the one-job check; more than 0.
@@ -363,6 +363,8 @@ failed_steps:
   returned: on failure after the build ran
 """
 
+import math
+
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 
@@ -420,13 +422,29 @@ ARGUMENT_SPEC = dict(
 )
 
 
+def non_finite_option(params):
+    """The first option given NaN or infinity, or None."""
+    for name in sorted(params):
+        value = params[name]
+        if isinstance(value, float) and not math.isfinite(value):
+            return name, value
+    return None
+
+
 def main():
-    module = AnsibleModule(
-        argument_spec=ARGUMENT_SPEC,
-        mutually_exclusive=[("argv", "cmd")],
-        required_one_of=[("argv", "cmd")],
-        supports_check_mode=True,
-    )
+    try:
+        module = AnsibleModule(
+            argument_spec=ARGUMENT_SPEC,
+            mutually_exclusive=[("argv", "cmd")],
+            required_one_of=[("argv", "cmd")],
+            supports_check_mode=True,
+        )
+    except OverflowError:
+        # ansible-core's int conversion raises this on infinity instead of failing the option: name it here
+        module = AnsibleModule(argument_spec=dict((name, dict(type="raw")) for name in ARGUMENT_SPEC),
+                               supports_check_mode=True)
+        name, value = non_finite_option(module.params) or ("an option", "inf")
+        module.fail_json(msg="%s: must be a finite number, got %s" % (name, value))
     if module.params["confine"] is not None:
         module.deprecate("confine is replaced by confinement (confine=false is confinement=none)",
                          version="2.0.0", collection_name="gpufleet.preflight")

@@ -170,7 +170,7 @@ def test_failing_compile_reports_the_step_and_log_tail(tmp_path):
      "argument 'jobs' is of type str and we were unable to convert to int"),
     # issue 12 item 17: lenient inputs are errors naming the option
     ({"argv": ["cmake"], "jobs": 1e99, "memory_limit": "1GiB"}, "jobs must be between 1 and 4096"),
-    ({"argv": ["cmake"], "jobs": 2, "memory_limit": "1GiB", "chdir": ""}, "chdir must name a directory"),
+    ({"argv": ["cmake"], "jobs": 2, "memory_limit": "1GiB", "chdir": ""}, "chdir: must be a path, got an empty string"),
     ({"cmd": "   ", "jobs": 2, "memory_limit": "1GiB"}, "cmd is empty"),
     ({"argv": ["cmake"], "jobs": 2, "memory_limit": "1GiB", "memory_per_thread": 0},
      "memory_per_thread must be more than 0"),

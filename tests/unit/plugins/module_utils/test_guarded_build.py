@@ -86,8 +86,9 @@ def test_success_writes_a_stamp_and_hides_environment_values(tmp_path):
     assert again["up_to_date"] and not again["changed"]
 
 
-def test_a_limit_above_the_node_is_used_with_a_warning(tmp_path):
+def test_a_limit_above_the_node_is_refused(tmp_path):
     build = GuardedBuild(params(cmd="true", chdir=str(tmp_path), jobs=1, memory_limit="64GiB",
                                 memory_per_thread="64MiB"), run_with_timeout, find)
-    build.prepare()
-    assert any("memory_limit 64Gi is above the node's memory (24Gi)" in w for w in build.warnings)
+    with pytest.raises(BuildError) as err:
+        build.prepare()
+    assert "memory_limit 64Gi is above the node's memory (24Gi)" in str(err.value)
