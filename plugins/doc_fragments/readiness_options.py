@@ -104,6 +104,13 @@ options:
       - Whether numa.h and a linkable libnuma must be installed (build profile; mscclpp needs them).
     type: bool
     default: true
+  require_cuda_libraries:
+    description:
+      - Whether nvrtc, cuBLAS, cuBLASLt and libcuda (driver or the toolkit's link stub) must be there to link against,
+        from the CUDA toolkit or torch's nvidia pip packages (build profile). Set it on nodes that build sgl-kernel.
+      - With O(toolchain_python) set, the build profile also checks that its torch's CUDA major matches nvcc's.
+    type: bool
+    default: false
   build_path:
     description:
       - The build directory whose filesystem must have room (build profile). An absolute path on the node.

@@ -21,6 +21,7 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._toolchain impo
 from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _readiness_options
 from ansible_collections.gpufleet.preflight.plugins.plugin_utils._checks import result, skipped, unknown
 from ansible_collections.gpufleet.preflight.plugins.plugin_utils._policy import describe_age
+from ansible_collections.gpufleet.preflight.plugins.plugin_utils._toolkit_checks import TOOLKIT_CHECKS
 
 # Oldest Linux driver each CUDA toolkit release needs (CUDA toolkit release notes, table 3): the code nvcc builds
 # here must run on this node's driver.
@@ -405,4 +406,4 @@ CHECKS = (
     check_numa_header,
     check_disk_space,
     check_recent_oom,
-)
+) + TOOLKIT_CHECKS

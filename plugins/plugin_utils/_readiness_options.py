@@ -97,6 +97,11 @@ OPTIONS = (
     dict(name="require_numa", type="bool", default=True, roles=CHECK, description=[
         "Whether numa.h and a linkable libnuma must be installed (build profile; mscclpp needs them).",
     ]),
+    dict(name="require_cuda_libraries", type="bool", default=False, roles=CHECK, description=[
+        "Whether nvrtc, cuBLAS, cuBLASLt and libcuda (driver or the toolkit's link stub) must be there to link against, "
+        "from the CUDA toolkit or torch's nvidia pip packages (build profile). Set it on nodes that build sgl-kernel.",
+        "With O(toolchain_python) set, the build profile also checks that its torch's CUDA major matches nvcc's.",
+    ]),
     dict(name="build_path", type="path", default="/tmp", roles=CHECK, description=[
         "The build directory whose filesystem must have room (build profile). An absolute path on the node.",
     ]),

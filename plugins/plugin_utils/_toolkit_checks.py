@@ -6,7 +6,7 @@ build links - nvrtc, cuBLAS, cuBLASLt (from the CUDA toolkit or torch's nvidia/c
 driver or the toolkit's link stub) - and torch's CUDA major against nvcc's.
 
 Same shape as every check (``plugin_utils/_checks.py``): ``check(facts, policy)`` -> result / unknown / None.
-Wiring: append ``TOOLKIT_CHECKS`` to the build profile's checks (``_gpu_build_checks.CHECKS``); no option needed.
+Wired into the build profile by ``_gpu_build_checks.CHECKS``; cuda_libraries applies with ``require_cuda_libraries``.
 """
 from __future__ import absolute_import, division, print_function
 
@@ -30,9 +30,19 @@ def _libraries(facts, name, expected):
     return toolchain["cuda_libraries"], None
 
 
-def check_cuda_libraries(facts, policy):  # pylint: disable=unused-argument
-    """Every library the build links is there (toolkit or torch's packages; driver or stub)."""
+def _major(version):
+    """``'13.0'`` -> ``'13'``."""
+    return str(version).split(".", 1)[0]
+
+
+def check_cuda_libraries(facts, policy):
+    """Every library the build links is there (toolkit or torch's packages; driver or stub).
+
+    Only with ``require_cuda_libraries``: a node that gates a real sgl-kernel build sets it.
+    """
     name = "cuda_libraries"
+    if not (policy or {}).get("require_cuda_libraries"):
+        return None
     expected = ", ".join(COMPONENTS)
     libraries, why = _libraries(facts, name, expected)
     if why:
@@ -49,8 +59,14 @@ def check_cuda_libraries(facts, policy):  # pylint: disable=unused-argument
     return result(name, False, ", ".join(found) or "none", expected, message, "build")
 
 
-def check_torch_cuda_matches_nvcc(facts, policy):  # pylint: disable=unused-argument
-    """torch's CUDA major equals nvcc's (a CUDA 12.8 torch cannot build with nvcc 13.0)."""
+def check_torch_cuda_matches_nvcc(facts, policy):
+    """torch's CUDA major equals nvcc's (a CUDA 12.8 torch cannot build with nvcc 13.0).
+
+    Only for the interpreter the build uses (``toolchain_python``): the torch of whatever Python runs Ansible on
+    the node says nothing about the build.
+    """
+    if not (policy or {}).get("toolchain_python"):
+        return None
     name = "torch_cuda_matches_nvcc"
     toolchain = facts.get("toolchain") or {}
     torch = toolchain.get("torch") or {}
@@ -58,11 +74,11 @@ def check_torch_cuda_matches_nvcc(facts, policy):  # pylint: disable=unused-argu
     if not torch.get("present") or not nvcc.get("present"):
         return None
     expected = "CUDA %s (nvcc)" % nvcc.get("cuda_version")
+    nvcc_major = _major(nvcc.get("cuda_version"))
     if not torch.get("cuda"):
         return result(name, False, "torch %s without CUDA" % torch.get("version"), expected,
-                      "torch %s is a CPU build: install a +cu%sx build" % (torch.get("version"),
-                                                                          str(nvcc.get("cuda_version")).split(".")[0]), "build")
-    ok = str(torch["cuda"]).split(".")[0] == str(nvcc.get("cuda_version")).split(".")[0]
+                      "torch %s is a CPU build: install a +cu%sx build" % (torch.get("version"), nvcc_major), "build")
+    ok = _major(torch["cuda"]) == nvcc_major
     return result(name, ok, "CUDA %s (torch %s)" % (torch["cuda"], torch.get("version")), expected,
                   "" if ok else "torch is built for CUDA %s but nvcc is CUDA %s: their majors must match" % (
                       torch["cuda"], nvcc.get("cuda_version")), "build")

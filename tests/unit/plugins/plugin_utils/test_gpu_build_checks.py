@@ -43,6 +43,8 @@ def toolchain(**over):
         "numa": {"header_present": True, "header_path": "/usr/include/numa.h", "library_present": True,
                  "library_path": "/usr/lib/x86_64-linux-gnu/libnuma.so", "linkable": True,
                  "package_hint": "install libnuma-dev (Debian/Ubuntu) or numactl-devel (RHEL)"},
+        "torch": {"present": True, "version": "2.11.0", "cuda": "13.0"},
+        "cuda_libraries": dict((name, {"present": True, "source": "toolkit"}) for name in ("nvrtc", "cublas", "cublasLt", "driver")),
     }
     facts.update(over)
     return facts
@@ -74,7 +76,7 @@ HEALTHY = {
     "disks": {"paths": {"/tmp": disk()}, "errors": []},
     "kernel_events": events(),
 }
-POLICY = {"build_path": "/tmp"}
+POLICY = {"build_path": "/tmp", "require_cuda_libraries": True, "toolchain_python": "/venv/bin/python"}
 
 
 def with_facts(**over):
@@ -205,7 +207,7 @@ def test_check(check, over, policy, status, words):
 
 def test_checks_tuple_names_are_unique_and_profiled():
     names = [check(HEALTHY, POLICY)["name"] for check in nc.CHECKS]
-    assert len(set(names)) == len(names) == 12
+    assert len(set(names)) == len(names) == 14
     profiles = dict((check(HEALTHY, POLICY)["name"], check(HEALTHY, POLICY)["profile"]) for check in nc.CHECKS)
     assert profiles["gpu_count"] == "gpu" and profiles["disk_space"] == "build" and profiles["nvcc_arch"] == "build"
 

@@ -13,6 +13,7 @@ from ansible_collections.gpufleet.preflight.plugins.plugin_utils._toolkit_checks
 )
 
 NVCC = {"present": True, "cuda_version": "13.0"}
+REQUIRED = {"require_cuda_libraries": True}
 
 
 def libs(**present):
@@ -31,15 +32,17 @@ def libs(**present):
     (libs(), False, ["nvrtc - nvrtc.h", "cublas - cublas_v2.h", "cublasLt - cublasLt.h", "driver - libcuda.so"]),
 ])
 def test_check_cuda_libraries(libraries, ok, words):
-    check = check_cuda_libraries({"toolchain": {"nvcc": NVCC, "cuda_libraries": libraries}}, {})
+    check = check_cuda_libraries({"toolchain": {"nvcc": NVCC, "cuda_libraries": libraries}}, REQUIRED)
     assert check["ok"] is ok and check["profile"] == "build"
     for word in words:
         assert word in check["message"]
 
 
 def test_check_cuda_libraries_unknown_and_not_applicable():
-    assert check_cuda_libraries({}, {})["status"] == "unknown"
-    assert check_cuda_libraries({"toolchain": {"nvcc": {"present": False}, "cuda_libraries": libs()}}, {}) is None
+    assert check_cuda_libraries({}, REQUIRED)["status"] == "unknown"
+    assert check_cuda_libraries({"toolchain": {"nvcc": {"present": False}, "cuda_libraries": libs()}}, REQUIRED) is None
+    # Off unless asked for (preflight_require_cuda_libraries): most build nodes in tests link nothing from CUDA.
+    assert check_cuda_libraries({"toolchain": {"nvcc": NVCC, "cuda_libraries": libs()}}, {}) is None
 
 
 @pytest.mark.parametrize("torch, ok", [
@@ -49,5 +52,7 @@ def test_check_cuda_libraries_unknown_and_not_applicable():
     ({"present": False}, None),
 ])
 def test_check_torch_cuda_matches_nvcc(torch, ok):
-    check = check_torch_cuda_matches_nvcc({"toolchain": {"nvcc": NVCC, "torch": torch}}, {})
+    check = check_torch_cuda_matches_nvcc({"toolchain": {"nvcc": NVCC, "torch": torch}}, {"toolchain_python": "/venv/bin/python"})
     assert (check if ok is None else check["ok"]) == ok
+    # Without toolchain_python the inspected torch is the one of the Python running Ansible: not the build's.
+    assert check_torch_cuda_matches_nvcc({"toolchain": {"nvcc": NVCC, "torch": torch}}, {}) is None
