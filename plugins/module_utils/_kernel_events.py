@@ -18,6 +18,7 @@ import os
 import re
 import time
 
+from ansible_collections.gpufleet.preflight.plugins.module_utils._paths import is_within
 from ansible_collections.gpufleet.preflight.plugins.module_utils._run import run_with_timeout
 
 # Xid codes GPU health checks treat as fatal (need a reset or reboot, or mean lost/damaged hardware).
@@ -120,10 +121,19 @@ def parse_oom_info(message):
 
 
 def _in_or_under(memcg, cgroup_path):
-    """``memcg`` (as the kernel prints it, from the top) is ``cgroup_path`` or below it. A path seen through a
-    cgroup namespace or a sub-tree mount lacks the top part, so it may match inside: ``/b/c`` is in ``/a/b/c/d``."""
-    inner = cgroup_path.strip("/")
-    return bool(memcg) and (not inner or ("/%s/" % inner) in (memcg.rstrip("/") + "/"))
+    """``memcg`` (as the kernel prints it, from the top of the hierarchy) is ``cgroup_path`` or below it.
+
+    The one rule, :func:`_paths.is_within`, whole path components only (``/docker/abcdef`` is not in
+    ``/docker/abc``). A path seen through a cgroup namespace or a sub-tree mount lacks the top part the kernel
+    prints (``/build`` for ``/docker/abc/build``): when the whole path is not within it, the same rule is asked
+    of memcg's tails, so ``/b/c/d`` under ``/a`` counts for ``/b/c``.
+    """
+    if not memcg or not cgroup_path:
+        return False
+    if is_within(memcg, cgroup_path):
+        return True
+    parts = [part for part in memcg.split("/") if part]
+    return any(is_within("/" + "/".join(parts[start:]), cgroup_path) for start in range(1, len(parts)))
 
 
 def oom_lines_in_cgroup(messages, cgroup_path):

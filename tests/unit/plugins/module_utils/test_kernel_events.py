@@ -146,3 +146,23 @@ def test_bare_kill_is_attributed_only_within_the_ratelimit_interval(header_age, 
     assert bare["cgroup_inferred"] is inferred
     assert bare["cgroup"] == ("/b/x" if inferred else None)
     assert bare["global"] is (scope == "Out of memory")
+
+
+@pytest.mark.parametrize("memcg, cgroup_path, inside", [
+    ("/process_api/node1/gpufleet-build-x", "/process_api/node1/gpufleet-build-x", True),
+    ("/process_api/node1/gpufleet-build-x/sub", "/process_api/node1/gpufleet-build-x", True),
+    ("/process_api/node1", "/process_api/node1/gpufleet-build-x", False),         # a parent is not inside
+    ("/docker/abcdef", "/docker/abc", False),                                     # a longer name is another cgroup
+    ("/docker/abcdef/build", "/docker/abc", False),
+    ("/docker/abc/build", "/build", True),       # seen through a cgroup namespace: the top part is missing
+    ("/docker/abc/build/x", "/build", True),
+    ("/docker/abc/builder", "/build", False),
+    ("/a/b", "/", True),                          # the root holds every cgroup
+    ("/a//b/", "/a/b", True),
+    (None, "/a", False),
+    ("", "/a", False),
+    ("/a", "", False),
+    ("/a", None, False),
+])
+def test_in_or_under(memcg, cgroup_path, inside):
+    assert ke._in_or_under(memcg, cgroup_path) is inside
