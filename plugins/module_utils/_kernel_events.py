@@ -126,7 +126,7 @@ def _in_or_under(memcg, cgroup_path):
     The one rule, :func:`_paths.is_within`, whole path components only (``/docker/abcdef`` is not in
     ``/docker/abc``). A path seen through a cgroup namespace or a sub-tree mount lacks the top part the kernel
     prints (``/build`` for ``/docker/abc/build``): when the whole path is not within it, the same rule is asked
-    of memcg's tails, so ``/b/c/d`` under ``/a`` counts for ``/b/c``.
+    of memcg's tails, so a kill in ``/a/b/c/d`` counts for ``/b/c``.
     """
     if not memcg or not cgroup_path:
         return False
