@@ -127,7 +127,7 @@ def parse_ninja_cuda_steps(text):
                        "target": None, "rule_target": rule_target, "flags": ""}
             steps.append(current)
         elif current is not None and line.startswith("  "):
-            key, _, value = line.strip().partition(" = ")
+            key, _sep, value = line.strip().partition(" = ")
             if key == "FLAGS":
                 current["flags"] = value
             elif key == "OBJECT_DIR":

@@ -473,4 +473,4 @@ def cuda_versions_match(torch_cuda, nvcc_cuda):
     """torch's CUDA against nvcc's: None when either is unknown, else whether the majors match."""
     if not torch_cuda or not nvcc_cuda:
         return None
-    return str(torch_cuda).split(".")[0] == str(nvcc_cuda).split(".")[0]
+    return str(torch_cuda).split(".", 1)[0] == str(nvcc_cuda).split(".", 1)[0]

@@ -69,6 +69,7 @@ def test_gencodes_restricted_to_sm120_in_build_ninja(tmp_path):
     assert "gpufleet: fa_ops built without kernels (it only has code for other architectures than sm_120)" in out
     assert "gpufleet: ops_sm90_build built without kernels" in out
     # idempotent: configuring the same tree again gives the same compile steps and flags
+
     def flags():
         with open(str(tmp_path / "sm120" / "build.ninja")) as handle:
             text = handle.read()

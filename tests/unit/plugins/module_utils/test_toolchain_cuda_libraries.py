@@ -6,8 +6,6 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import os
-
 import pytest
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._toolchain import (
