@@ -25,7 +25,7 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare")
 SCRIPT = r"""
 set -e
 mount -t tmpfs -o size=64k gpufleet-full "$1"
-printf '{"previous": "report"}\n' > "$1/preflight.json"
+printf '{\n  "finished": "previous",\n  "hosts": {}\n}\n' > "$1/preflight.json"
 dd if=/dev/zero of="$1/filler" bs=4k 2>/dev/null || true
 shift
 set +e
@@ -54,6 +54,6 @@ def test_full_report_disk_fails_clearly_and_keeps_the_last_reports(tmp_path):
     assert "Traceback" not in out
     left = out.split("--- left in the report dir:")[1].split("--- preflight.json:")[0].split()
     assert sorted(left) == ["filler", "preflight.json"], "no half-written report or temp file is left: %s" % left
-    assert out.rstrip().endswith('{"previous": "report"}'), "the previous report is intact"
+    assert out.rstrip().endswith('{\n  "finished": "previous",\n  "hosts": {}\n}'), "the previous report is intact"
     # The namespace is gone: the tmpfs never showed outside it.
     assert os.listdir(str(reports)) == []
