@@ -268,7 +268,8 @@ def task_for(case, root):
     case_dir = os.path.join(root, "cases", re.sub(r"[^A-Za-z0-9_.-]+", "_", case["id"])[:80] + "-%d" % case["index"])
     os.makedirs(case_dir, exist_ok=True)
     args = realize(case["args"], root, case_dir)
-    task = {"name": case["id"], "ignore_errors": True, "ignore_unreachable": True, "timeout": case["timeout"]}
+    task = {"name": case["id"], "ignore_errors": True, "ignore_unreachable": True, "timeout": case["timeout"],
+            "tags": ["sweep"]}
     if case["check_mode"]:
         task["check_mode"] = True
     if case["kind"] in ("module", "action"):
@@ -363,10 +364,8 @@ def run_batch(name, cases, root, batch_timeout):
     log = os.path.join(root, "%s.log" % name)
     inventory = os.path.join(root, "inventory.yml")
     write_batch(playbook, cases, root)
-    check = any(case["kind"] == "role" for case in cases)
-    argv = ["nice", "-n", "10", "ansible-playbook", "-i", inventory, playbook]
-    if check:
-        argv += ["--tags", "sweep"]
+    # --tags sweep: the role plays run only their entry point's validation (see play_for_role); every task is tagged
+    argv = ["nice", "-n", "10", "ansible-playbook", "-i", inventory, playbook, "--tags", "sweep"]
     started = time.monotonic()
     with open(log, "w") as out:
         proc = subprocess.Popen(argv, cwd=root, env=environment(record, root), stdout=out, stderr=subprocess.STDOUT,
@@ -570,7 +569,7 @@ def start_stub(root):
     return subprocess.Popen([path, "900"], start_new_session=True)
 
 
-def run_sweep(cases, workers=2, keep=False, log=print):
+def run_sweep(cases, workers=3, keep=False, log=print):
     root = tempfile.mkdtemp(prefix="gpufleet-sweep-")
     for sub in ("tmp", "ansible-local", "ansible-remote"):
         os.makedirs(os.path.join(root, sub))
@@ -651,7 +650,7 @@ def main(argv=None):
     parser.add_argument("-k", action="append", default=[], help="only cases whose id contains this (repeatable)")
     parser.add_argument("-v", action="store_true", help="list passing cases too")
     parser.add_argument("--keep", action="store_true", help="keep the temp dir (playbooks, logs, records)")
-    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--json", help="write the outcomes here")
     options = parser.parse_args(argv)
     cases = load_cases()
