@@ -72,29 +72,7 @@ def test_kill_9_of_the_module_leaves_the_lock_with_the_build(hungry):
 
 
 def test_full_filesystem_under_log_path(hungry, tmp_path):
-    full = tmp_path / "full"
-    full.mkdir()
-    subprocess.check_call(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(full)])
-    try:
-        with open(str(full / "filler"), "wb") as handle:
-            try:
-                handle.write(b"x" * (128 << 10))
-            except (IOError, OSError):
-                pass
-        result = run_module({"cmd": HUNGRY_CMD.format(mib=10, seconds=0.1), "chdir": hungry, "name": "fullfs",
-                             "jobs": 1, "memory_limit": "256MiB", "memory_per_thread": "16MiB",
-                             "log_path": str(full / "logs" / "build.log")})
-    finally:
-        subprocess.check_call(["umount", str(full)])
-    assert result.get("failed")
-    assert str(full / "logs") in result["msg"] and "No space left on device" in result["msg"], result["msg"]
-    assert "Traceback" not in result["_output"]
-    assert build_cgroups("fullfs") == []
-    status = os.path.join(hungry, "build", "gpufleet-build.status.json")
-    assert not os.path.exists(status) or json.load(open(status))["state"] != "running"
-
-
-def test_full_filesystem_under_an_existing_log_dir(hungry, tmp_path):
+    """The log's filesystem is full: the message names the log, the cgroup goes, the status is not "running"."""
     full = tmp_path / "full"
     full.mkdir()
     subprocess.check_call(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(full)])
@@ -110,9 +88,10 @@ def test_full_filesystem_under_an_existing_log_dir(hungry, tmp_path):
     finally:
         subprocess.check_call(["umount", str(full)])
     assert result.get("failed")
-    assert str(full / "build.log") in result["msg"], result["msg"]
+    assert str(full / "build.log") in result["msg"] and "No space left on device" in result["msg"], result["msg"]
     assert "Traceback" not in result["_output"]
     assert build_cgroups("fullfs2") == []
+    assert not os.path.exists(str(full / "status.json")) or json.load(open(str(full / "status.json")))["state"] != "running"
 
 
 def test_a_build_dir_owned_by_another_user_is_refused(hungry):
