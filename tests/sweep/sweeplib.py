@@ -213,7 +213,7 @@ def realize(value, root, case_dir):
             if value["__gen__"] == "str":
                 return str(value["text"]) * n
             if value["__gen__"] == "list":
-                return [realize(value["item"], root, case_dir) for _ in range(n)]
+                return [realize(value["item"], root, case_dir) for dummy in range(n)]
             if value["__gen__"] == "dict":
                 return dict(("%s%d" % (value.get("prefix", "k"), i), realize(value["item"], root, case_dir))
                             for i in range(n))
@@ -554,7 +554,7 @@ def plan_batches(cases, workers):
     alone = [c for c in cases if c["isolate"]]
     rest = [c for c in cases if not c["isolate"]]
     count = max(1, workers * 2)
-    batches = [[] for _ in range(count)]
+    batches = [[] for dummy in range(count)]
     for position, case in enumerate(rest):
         batches[position % count].append(case)
     out = [("batch%02d" % i, batch) for i, batch in enumerate(batches) if batch]
@@ -600,7 +600,7 @@ def run_sweep(cases, workers=3, keep=False, log=print):
                     outcomes.append(dict(case=case, verdict=verdict, detail=detail, message=message,
                                          batch=ran["name"], log=ran["log"]))
                 log("%s: %d cases, %.1f s, rc=%s%s" % (ran["name"], len(batch), ran["seconds"], ran["rc"],
-                                                         " TIMED OUT" if ran["timed_out"] else ""))
+                                                       " TIMED OUT" if ran["timed_out"] else ""))
     finally:
         stub.kill()
         stub.wait()

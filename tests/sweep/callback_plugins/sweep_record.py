@@ -19,6 +19,7 @@ requirements:
 """
 
 import json
+import math
 import os
 import time
 
@@ -34,7 +35,7 @@ def _plain(value, depth=0):
     if isinstance(value, int):
         return int(value)
     if isinstance(value, float):
-        return repr(float(value)) if value != value or value in (float("inf"), float("-inf")) else float(value)
+        return repr(float(value)) if math.isnan(value) or math.isinf(value) else float(value)
     if isinstance(value, str):
         return str(value)
     if isinstance(value, dict):
