@@ -34,6 +34,7 @@ display = Display()
 
 ARGUMENT_SPEC = dict(
     jobs=dict(type="dict", required=True),
+    status_paths=dict(type="dict", default={}),
     interval=dict(type="float", default=30),
     timeout=dict(type="float", default=0),
     unreachable_after=dict(type="int", default=3),
@@ -44,13 +45,18 @@ ARGUMENT_SPEC = dict(
 )
 
 
-def check_jobs(jobs):
-    """``{host: {jid, status_path}}``; AnsibleActionFail naming the option otherwise."""
+def check_jobs(jobs, status_paths=None):
+    """``{host: {jid, status_path}}`` from ``jobs`` (each a dict with both, or a job id with the path in
+    ``status_paths``); AnsibleActionFail naming the option otherwise."""
     checked = {}
+    status_paths = status_paths or {}
     for host, job in jobs.items():
+        if isinstance(job, (str, int)) and not isinstance(job, bool) and str(job) and status_paths.get(host):
+            job = {"jid": job, "status_path": status_paths[host]}
         if not isinstance(job, dict) or not job.get("jid") or not job.get("status_path"):
             raise AnsibleActionFail("jobs: the entry of %s must be a dict with jid (the async job id) and "
-                                    "status_path (the guarded_build status file), got %r" % (host, job))
+                                    "status_path (the guarded_build status file), or a job id with the path in "
+                                    "status_paths, got %r" % (host, job))
         checked[str(host)] = {"jid": str(job["jid"]), "status_path": str(job["status_path"])}
     return checked
 
@@ -181,7 +187,7 @@ class ActionModule(ActionBase):
         task_vars = task_vars or {}
         _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         check_numbers(args)
-        jobs = check_jobs(args["jobs"])
+        jobs = check_jobs(args["jobs"], args["status_paths"])
         hostvars = task_vars.get("hostvars") or {}
         watches = {}
         for host, job in sorted(jobs.items()):

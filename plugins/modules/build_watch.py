@@ -37,8 +37,13 @@ options:
       - Hostname to the node's job, a dict with C(jid) (the C(ansible_job_id) of the async
         M(gpufleet.preflight.guarded_build) task) and C(status_path) (its status file on the node, by default
         C(<chdir>/<build_dir>/gpufleet-build.status.json)).
+      - Or hostname to the job id alone, with the status file in O(status_paths).
     type: dict
     required: true
+  status_paths:
+    description: Hostname to the node's status file, for the entries of O(jobs) that are a job id alone.
+    type: dict
+    default: {}
   interval:
     description: Seconds between polls (0.1 to 3600).
     type: float

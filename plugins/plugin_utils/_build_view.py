@@ -128,7 +128,7 @@ def eta_seconds(progress, elapsed):
         return None
     if done >= total:
         return 0.0
-    if not done or not elapsed or elapsed <= 0:
+    if not done or not elapsed or elapsed < 1.0:  # under a second of this attempt: no rate worth showing
         return None
     return (total - done) * float(elapsed) / done
 

@@ -34,6 +34,9 @@ def test_bad_jobs_are_named(jobs, message):
 def test_good_jobs():
     assert action.check_jobs({"node1": {"jid": 123, "status_path": "/b/gpufleet-build.status.json", "x": 1}}) == {
         "node1": {"jid": "123", "status_path": "/b/gpufleet-build.status.json"}}
+    assert action.check_jobs({"n1": "j1.2"}, {"n1": "/b/s.json", "n2": "/c"}) == {"n1": {"jid": "j1.2", "status_path": "/b/s.json"}}
+    with pytest.raises(AnsibleActionFail, match="or a job id with the path in status_paths"):
+        action.check_jobs({"n1": "j1.2"}, {"n2": "/c"})
 
 
 @pytest.mark.parametrize("option, value", [

@@ -56,6 +56,7 @@ def test_phase(node, expected):
     (None, 10, None),
     ({"done": 0, "total": 10}, 10, None),          # no rate yet
     ({"done": 5, "total": 10}, 0, None),
+    ({"done": 6, "total": 14}, 0.2, None),         # an attempt just begun, its counter still the last one
     ({"done": 5, "total": 10}, 10, 10.0),
     ({"done": 1, "total": 100}, 30, 2970.0),
     ({"done": 10, "total": 10}, 10, 0.0),
