@@ -133,8 +133,9 @@ options:
   environment:
     description:
       - More environment variables for the build (a C(CMAKE_ARGS) here joins O(cmake_args)).
-      - Their values may be secrets (index tokens) - they are never returned (RV(env) shows C(********)) nor written
-        to the stamp, which keeps a hash of them only.
+      - Their values may be secrets (index tokens) - they are never written to the stamp (a hash of them only) nor
+        returned (RV(env) shows C(********)), and the option is C(no_log), so Ansible also masks each value wherever it
+        appears in the result and its log (a path set here reads C(********) in messages too).
     type: dict
     default: {}
   artifacts:
@@ -409,7 +410,7 @@ ARGUMENT_SPEC = dict(
     cmake_policy_version_minimum=dict(type="str"),
     ccache_dir=dict(type="path"),
     cuda_arch_list=dict(type="str"),
-    environment=dict(type="dict", default={}),
+    environment=dict(type="dict", default={}, no_log=True),
     artifacts=dict(type="list", elements="str", default=[]),
     log_path=dict(type="path"),
     status_path=dict(type="path"),

@@ -29,11 +29,15 @@ def test_a_node_without_git_stamps_the_tree(tmp_path):
     (source / "dist").mkdir()
     args = {"argv": ["/bin/sh", "-c", "echo built > dist/k.whl"], "chdir": str(source),
             "jobs": 1, "memory_limit": "256MiB", "memory_per_thread": "16MiB", "artifacts": ["dist/*.whl"],
-            "environment": {"PATH": str(empty_bin)}}
+            "environment": {"PATH": str(empty_bin), "PIP_INDEX_URL": "https://user:s3cret@example.org/simple"}}
     result = run_module(args)
     assert not result.get("failed"), result["_output"]
+    assert "s3cret" not in result["_output"], "environment is no_log: its values are in no result or invocation"
+    with open(result["stamp"]) as handle:
+        stamp = handle.read()
+    assert "s3cret" not in stamp and '"PIP_INDEX_URL"' in stamp, "the stamp names the variables and hashes the values"
     assert result["source_revision"]["kind"] == "tree" and result["source_revision"]["why"] == "no git on this node"
-    assert result["env"]["PATH"] == "********", "environment values are never returned"
+    assert result["env"]["PIP_INDEX_URL"] == "********", "environment values are never returned"
     again = run_module(args)
     assert again["up_to_date"] is True and again["changed"] is False
     (source / "kernel.cu").write_text(u"__global__ void k2() {}\n")
