@@ -12,10 +12,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-try:  # the build engine is being split (issue 10): the cgroup naming moves to _confinement
-    from ansible_collections.gpufleet.preflight.plugins.module_utils._confinement import CGROUP_PREFIX as GUARDED_BUILD_CGROUP_PREFIX
-except ImportError:  # pragma: no cover - until that split is committed
-    from ansible_collections.gpufleet.preflight.plugins.module_utils._guarded_build import CGROUP_PREFIX as GUARDED_BUILD_CGROUP_PREFIX
+from ansible_collections.gpufleet.preflight.plugins.module_utils._confinement import CGROUP_PREFIX as GUARDED_BUILD_CGROUP_PREFIX
 from ansible_collections.gpufleet.preflight.plugins.module_utils._human import human, parse_size
 from ansible_collections.gpufleet.preflight.plugins.module_utils._toolchain import split_arch, supports, version_at_least, version_tuple
 from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _readiness_options
