@@ -254,8 +254,14 @@ class CgroupfsConfinement(Confinement):
                 killed = stale.kill_all()
                 if killed:
                     notes.append("killed %d leftover process(es) of an earlier run in %s" % (len(killed), stale.dir))
-            if stale.remove(wait=0.5 if name != self.unit else 15.0) is None:
+                if stale.remove() is None:
+                    notes.append("removed the stale cgroup %s" % stale.dir)
+                continue
+            try:  # another build's: rmdir succeeds only when empty; whatever runs there is never touched
+                os.rmdir(stale.dir)
                 notes.append("removed the stale cgroup %s" % stale.dir)
+            except OSError:
+                pass
         return notes
 
     def _create(self):

@@ -234,6 +234,8 @@ class GuardedBuild(object):
                     outcome["interrupted"] = str(exc)
                     build.kill()
                     self.confinement.stop()
+                if build.started and not located:  # a build that ended before the first look
+                    self.confinement.started(build.pgid)
                 outcome["oom_kills"], cgroup_peak = self.confinement.counters()  # the scope lives until release
                 outcome["rc"] = build.release()
         finally:

@@ -8,13 +8,14 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import errno
 import json
 import os
 import signal
 import subprocess
 import time
 
-from conftest import build_cgroups, run_module, start_module, wait_for_status
+from conftest import build_cgroups, own_memory_cgroup, run_module, start_module, wait_for_status
 
 HUNGRY_CMD = "cmake -S . -B build -G Ninja -DHOG_MIB={mib} -DHOG_SECONDS={seconds} && cmake --build build"
 
@@ -95,7 +96,9 @@ def test_full_filesystem_under_log_path(hungry, tmp_path):
     assert str(full / "build.log") in result["msg"] and "No space left on device" in result["msg"], result["msg"]
     assert "Traceback" not in result["_output"]
     assert build_cgroups("fullfs2") == []
-    assert not os.path.exists(str(full / "status.json")) or json.load(open(str(full / "status.json")))["state"] != "running"
+    if os.path.exists(str(full / "status.json")):
+        with open(str(full / "status.json")) as handle:
+            assert json.load(handle)["state"] != "running"
 
 
 def test_a_build_dir_owned_by_another_user_is_refused(hungry):
@@ -112,3 +115,41 @@ def test_a_build_dir_owned_by_another_user_is_refused(hungry):
     assert "refusing build_dir %s: it is owned by uid 65534" % build in result["msg"], result["msg"]
     with open(victim) as handle:
         assert handle.read() == "precious"
+
+
+def procs(cgroup):
+    with open(os.path.join(cgroup, "cgroup.procs")) as handle:
+        return handle.read().split()
+
+
+def test_other_builds_cgroups_are_left_alone_and_empty_stale_ones_removed(hungry):
+    base = own_memory_cgroup()
+    busy = os.path.join(base, "gpufleet-build-otherbuild-00000000")
+    empty = os.path.join(base, "gpufleet-build-gonebuild-11111111")
+    os.mkdir(busy)
+    os.mkdir(empty)
+    other = subprocess.Popen(["sh", "-c", "echo $$ > %s/cgroup.procs && exec sleep 600" % busy])
+    try:
+        deadline = time.time() + 10
+        while not procs(busy):
+            assert time.time() < deadline
+            time.sleep(0.05)
+        result = run_module({"cmd": HUNGRY_CMD.format(mib=10, seconds=0.1), "chdir": hungry, "name": "neighbour",
+                             "jobs": 1, "memory_limit": "256MiB", "memory_per_thread": "16MiB",
+                             "confinement": "cgroupfs"})
+        assert not result.get("failed"), result["_output"]
+        assert other.poll() is None and os.path.isdir(busy), "another build's cgroup and process are never touched"
+        assert not os.path.exists(empty)
+        assert "removed the stale cgroup %s" % empty in result["confinement"]["notes"]
+    finally:
+        other.kill()
+        other.wait()
+        for path in (busy, empty):
+            for dummy in range(50):
+                try:
+                    os.rmdir(path)
+                    break
+                except OSError as exc:
+                    if exc.errno == errno.ENOENT:
+                        break
+                    time.sleep(0.1)
