@@ -72,6 +72,21 @@ def check_numbers(args):
         raise AnsibleActionFail("status_every must be between 1 and 1000 polls, got %r" % args["status_every"])
 
 
+def controller_on_terminal():
+    """Whether ansible-playbook's own standard output is a terminal. The action runs in a worker process whose
+    stdout is not the controller's, so its parent's fd 1 is asked (Linux /proc), then our own."""
+    for pid in (os.getppid(), os.getpid()):
+        try:
+            if os.readlink("/proc/%d/fd/1" % pid).startswith(("/dev/pts/", "/dev/tty")):
+                return True
+        except OSError:
+            continue
+    try:
+        return sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
 class NodeWatch(object):
     """One node: its connection, a handler to run modules there, what was last learned."""
 
@@ -195,7 +210,7 @@ class ActionModule(ActionBase):
                 raise AnsibleActionFail("jobs: %s is not a host of the inventory" % host)
             variables = hostvars[host]
             watches[host] = NodeWatch(host, job, self._handler_for(host, variables), variables)
-        redraw = args["redraw"] == "always" or (args["redraw"] == "auto" and sys.stdout.isatty())
+        redraw = args["redraw"] == "always" or (args["redraw"] == "auto" and controller_on_terminal())
         started = time.time()
         deadline = started + args["timeout"] if args["timeout"] else None
         last_lines, previous_count = None, 0
