@@ -122,6 +122,8 @@ def test_once_builds_on_one_node_and_installs_its_wheel_on_the_matching_ones(tmp
     (wheel,) = os.listdir(str(tmp_path / "controller-wheels"))
     assert os.listdir(str(tmp_path / "wheels-node2")) == [wheel]
     assert "took the wheel of node1: %s" % wheel in out
+    # issue 12 item 20: the node checked the bytes it got against the builder's sha256
+    assert re.search(r"sgl_kernel: wheel sha256 [0-9a-f]{64} verified against node1", out), out[-6000:]
     imported = subprocess.check_output([os.path.join(venvs["node2"], "bin", "python"), "-c",
                                         "import mini_sgl_kernel; print(mini_sgl_kernel.gencodes())"],
                                        cwd="/", universal_newlines=True)

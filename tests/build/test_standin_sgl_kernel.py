@@ -197,3 +197,16 @@ def test_interrupted_build_keeps_its_record(tmp_path, build_venv):  # noqa: F811
     (attempt,) = result["attempts"]
     assert attempt["kind"] == "interrupted" and attempt["jobs"] == 1
     assert attempt["peak_memory_bytes"] and result.get("peak_memory_bytes"), result
+
+
+def test_check_mode_creates_nothing(tmp_path, build_venv):  # noqa: F811 pylint: disable=redefined-outer-name
+    venv = os.path.dirname(os.path.dirname(build_venv))
+    argv = [os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,", "-c", "local", "--check",
+            "-e", "ansible_python_interpreter=" + sys.executable, "-e", json.dumps(standin_vars(tmp_path, venv, sgl_kernel_clean=True)),
+            os.path.join(REPO, "playbooks", "build_sgl_kernel.yml")]
+    env = ansible_env()
+    env.pop("ANSIBLE_STDOUT_CALLBACK")
+    proc = subprocess.run(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+                          timeout=600, check=False)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert not (tmp_path / "src").exists()
