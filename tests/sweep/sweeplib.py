@@ -42,7 +42,19 @@ COLLECTION = "gpufleet.preflight"
 STUB_NAME = "sweepninja"  # a copy of /bin/sleep the sweep starts and ends itself; the only process it may reap
 DEFAULT_TIMEOUT = 60
 KINDS = ("module", "action", "filter", "role")
-ROLE_ENTRIES = {"preflight": ("main", "check", "drop"), "build_deps": ("main",), "sgl_kernel": ("main",)}
+# one value of the wrong type per argument_specs type, for the generated type probes
+TYPE_PROBES = {"bool": "maybe", "int": "not-a-number", "float": "not-a-number", "list": {"not": "a list"},
+               "dict": "not-a-dict"}
+
+
+def role_specs(role):
+    """``{entry point: {variable: spec}}`` from the role's meta/argument_specs.yml."""
+    path = os.path.join(REPO, "roles", role, "meta", "argument_specs.yml")
+    if not os.path.exists(path):
+        return {}
+    with open(path) as handle:
+        specs = (yaml.safe_load(handle) or {}).get("argument_specs") or {}
+    return dict((entry, (spec or {}).get("options") or {}) for entry, spec in specs.items())
 
 
 # ---------------------------------------------------------------- the table
@@ -121,6 +133,23 @@ def expand_group(group):
         out.append(case)
 
     names = group.get("names") or ([option] if option else None)
+    if group.get("type_probes"):
+        # every variable of every entry point: a value of the wrong type (and an unknown choice) is refused naming it
+        if kind != "role":
+            raise CaseError("type_probes is for roles")
+        for entry, variables in sorted(role_specs(plugin).items()):
+            entry_label = plugin if entry == "main" else "%s:%s" % (plugin, entry)
+            for variable, spec in sorted(variables.items()):
+                probes = []
+                if spec.get("type", "str") in TYPE_PROBES:
+                    probes.append(TYPE_PROBES[spec.get("type", "str")])
+                if spec.get("choices"):
+                    probes.append(["no-such-choice"] if spec.get("type") == "list" else "no-such-choice")
+                for value in probes:
+                    args = copy.deepcopy(base)
+                    args[variable] = value
+                    add("%s.%s~type=%s" % (entry_label, variable, _short(value)), args, [variable], "reject",
+                        extra={"entry": entry})
     for value in group.get("reject") or []:
         if option is None:
             raise CaseError("reject needs option")
@@ -163,7 +192,7 @@ def expand_group(group):
             raise CaseError("%s: expect is reject or accept" % case["id"])
         if case["expect"] == "reject" and not case["names"]:
             raise CaseError("%s: a rejected case needs the option name(s) its message must carry" % case["id"])
-        if kind == "role" and case["entry"] not in ROLE_ENTRIES.get(plugin, ()):
+        if kind == "role" and case["entry"] not in role_specs(plugin):
             raise CaseError("%s: unknown role or entry point %s/%s" % (case["id"], plugin, case["entry"]))
         _check_safe(case)
     return out
@@ -302,13 +331,14 @@ def play_for_role(case, root):
                       "ansible.builtin.include_role": {"name": role, "tasks_from": "validate",
                                                        "apply": {"tags": ["sweep"]}},
                       "tags": ["sweep"]})
-    elif case["entry"] in ("main", "check", "drop"):
-        # preflight is read-only (readiness, a fail task): the whole entry point runs
+    elif case["plugin"] == "preflight":
+        # preflight is read-only (readiness, reports into the temp dir, a fail task): the whole entry point runs
         include["apply"] = {"tags": ["sweep"]}
     play = {
         "name": "sweep-case %s" % case["id"],
         "hosts": "localhost",
         "gather_facts": False,
+        "timeout": case["timeout"],  # every task of the role, as for the plugin cases
         "vars": variables,
         "tasks": [{
             "name": "sweep-block",
@@ -588,9 +618,8 @@ def run_sweep(cases, workers=3, keep=False, log=print):
 
         def one(item):
             name, batch = item
-            budget = sum(case["timeout"] for case in batch) + 120
-            if len(batch) > 1:
-                budget = min(budget, 600)
+            # a safety net only: each task has its own timeout, which is what counts a hang
+            budget = min(sum(case["timeout"] for case in batch) + 120, 1800)
             return batch, run_batch(name, batch, root, budget)
 
         with ThreadPoolExecutor(max_workers=workers) as pool:
