@@ -72,6 +72,17 @@ def check_numbers(args):
         raise AnsibleActionFail("status_every must be between 1 and 1000 polls, got %r" % args["status_every"])
 
 
+def short_error(exc):
+    """One short line for a connection error: ssh's own reason (``[Errno 32] Broken pipe``, ``Connection
+    refused``) rather than Ansible's sentence around it."""
+    text = " ".join(to_native(exc).split())
+    if not text:
+        return type(exc).__name__
+    if len(text) > 60 and ": " in text:
+        text = text.rsplit(": ", 1)[-1]
+    return text
+
+
 def controller_on_terminal():
     """Whether ansible-playbook's own standard output is a terminal. The action runs in a worker process whose
     stdout is not the controller's, so its parent's fd 1 is asked (Linux /proc), then our own."""
@@ -146,7 +157,7 @@ class NodeWatch(object):
             self.failures = 0
         except (AnsibleConnectionFailure, AnsibleError, OSError) as exc:
             self.failures += 1
-            self.last_error = to_native(exc).strip().splitlines()[0] if to_native(exc).strip() else type(exc).__name__
+            self.last_error = short_error(exc)
             self.node["error"] = self.last_error
 
     def mark_unreachable(self, limit):

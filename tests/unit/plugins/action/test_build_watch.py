@@ -73,3 +73,16 @@ def test_an_unwritable_report_dir_is_named(tmp_path):
     (tmp_path / "file").write_text("")
     with pytest.raises(AnsibleActionFail, match="report_dir: cannot write the build report"):
         action.write_reports(str(tmp_path / "file" / "sub"), report())
+
+
+@pytest.mark.parametrize("message, expected", [
+    ("Data could not be sent to remote host '127.0.0.12'. Make sure this host can be reached over SSH: "
+     "[Errno 32] Broken pipe", "[Errno 32] Broken pipe"),
+    ("Failed to connect to the host via ssh: ssh: connect to host 127.0.0.12 port 22: Connection refused",
+     "Connection refused"),
+    ("timed out", "timed out"),
+    ("", "Unexpected AnsibleConnectionFailure error."),
+])
+def test_short_error(message, expected):
+    from ansible.errors import AnsibleConnectionFailure  # pylint: disable=import-outside-toplevel
+    assert action.short_error(AnsibleConnectionFailure(message)) == expected
