@@ -15,7 +15,7 @@ import signal
 import subprocess
 import time
 
-from conftest import build_cgroups, own_memory_cgroup, run_module, start_module, wait_for_status
+from conftest import ansible_env, build_cgroups, module_command, own_memory_cgroup, run_module, wait_for_status
 
 HUNGRY_CMD = "cmake -S . -B build -G Ninja -DHOG_MIB={mib} -DHOG_SECONDS={seconds} && cmake --build build"
 
@@ -45,13 +45,16 @@ def test_a_node_without_git_stamps_the_tree(tmp_path):
     assert run_module(args)["up_to_date"] is False
 
 
-def test_kill_9_of_the_module_leaves_the_lock_with_the_build(hungry):
+def test_kill_9_of_the_module_leaves_the_lock_with_the_build(hungry, tmp_path):
     """kill -9 of the module: its build runs on and keeps the lock; once it ends, the next run reports the stale
     status, removes the stale cgroup and builds."""
     args = {"cmd": HUNGRY_CMD.format(mib=10, seconds=1), "chdir": hungry, "name": "kill9", "jobs": 1,
             "memory_limit": "256MiB", "memory_per_thread": "16MiB", "status_interval": 0.3, "confinement": "cgroupfs"}
     status_path = os.path.join(hungry, "build", "gpufleet-build.status.json")
-    proc = start_module(args)
+    # the killed module cannot remove its AnsiballZ payload: let it leave it in this test's own tmp
+    env = dict(ansible_env(), TMPDIR=str(tmp_path))
+    proc = subprocess.Popen(module_command(args), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            universal_newlines=True)
     status = wait_for_status(status_path, lambda s: (s.get("progress") or {}).get("done", 0) >= 2)
     os.kill(status["module_pid"], signal.SIGKILL)
     proc.communicate(timeout=60)
