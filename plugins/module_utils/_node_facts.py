@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._process_match import NameMatcher, compile_patterns
 from ansible_collections.gpufleet.preflight.plugins.module_utils._subsets import resolve_subsets
-from ansible_collections.gpufleet.preflight.plugins.module_utils._values import absolute_paths, seconds
+from ansible_collections.gpufleet.preflight.plugins.module_utils._values import absolute_paths, program, seconds
 from ansible_collections.gpufleet.preflight.plugins.module_utils import _memory
 from ansible_collections.gpufleet.preflight.plugins.module_utils import _processes
 from ansible_collections.gpufleet.preflight.plugins.module_utils import _cpus
@@ -44,6 +44,7 @@ def validate_options(params, known=SUBSETS):
     options["gpu_timeout"] = seconds(params["gpu_timeout"], "gpu_timeout", maximum=MAX_GPU_TIMEOUT, zero=False)
     options["kernel_events_window"] = int(seconds(params["kernel_events_window"], "kernel_events_window",
                                                   maximum=MAX_KERNEL_EVENTS_WINDOW, zero=False))
+    options["toolchain_python"] = program(params["toolchain_python"], "toolchain_python")
     options["subsets"] = subsets
     options["disk_paths"] = absolute_paths(params["disk_paths"], "disk_paths") or default_disk_paths()
     return options

@@ -62,6 +62,8 @@ class NameMatcher:
         for name in self.names:
             if not isinstance(name, str) or not name.strip():
                 raise ValueError("%s: %r is not a process name" % (option, name))
+            if "\x00" in name:
+                raise ValueError("%s: %r holds a NUL byte, which no process name can" % (option, name))
             if "/" in name:
                 raise ValueError("%s: %r holds '/'; give an executable's basename such as ninja or ld.*" % (option, name))
         self.exact = frozenset(n for n in self.names if not _GLOB_CHARS.intersection(n))
@@ -86,7 +88,7 @@ def compile_patterns(patterns, option="patterns"):
             raise ValueError("%s: %r is not a regular expression" % (option, pattern))
         try:
             compiled.append(re.compile(pattern))
-        except re.error as exc:
+        except (re.error, OverflowError, RecursionError) as exc:  # x{99999999999} overflows, deep nesting recurses
             raise ValueError("%s: %r is not a valid regular expression: %s" % (option, pattern, exc))
     return compiled
 

@@ -15,6 +15,10 @@ __metaclass__ = type
 
 import math
 import os
+import re
+
+# A program given by name (found on PATH): no slash, no space, no brackets.
+_PROGRAM_NAME = re.compile(r"^[A-Za-z0-9_.+-]+$")
 
 
 def seconds(value, option, minimum=0.0, maximum=86400.0 * 7, zero=True):
@@ -37,9 +41,38 @@ def absolute_paths(paths, option):
     """Every path absolute (``~`` expanded), or ValueError naming the option and the relative one."""
     checked = []
     for path in paths:
+        if isinstance(path, str) and "\x00" in path:
+            raise ValueError("%s: %r holds a NUL byte, which no path can" % (option, path))
         expanded = os.path.expanduser(path) if isinstance(path, str) else path
         if not isinstance(expanded, str) or not expanded or not os.path.isabs(expanded):
             raise ValueError("%s: %r is not an absolute path; a relative one would be measured from wherever the "
                              "module happens to run" % (option, path))
         checked.append(path)
     return checked
+
+
+def program(value, option):
+    """An interpreter or tool: None, an absolute path or a bare program name on PATH; ValueError otherwise."""
+    if value is None:
+        return None
+    text = value if isinstance(value, str) else None
+    if text is not None and "\x00" not in text:
+        expanded = os.path.expanduser(text)
+        if os.path.isabs(expanded) or _PROGRAM_NAME.match(text):
+            return text
+    raise ValueError("%s: %r is neither an absolute path nor a program name to look up on PATH" % (option, value))
+
+
+def relaxed_spec(argument_spec):
+    """``argument_spec`` with its int and float options as ``raw``.
+
+    ansible-core's int check lets ``OverflowError`` through for ``inf`` (``int(float('inf'))``): a module whose
+    spec raised it builds itself again from this spec, and its own :func:`seconds` checks name the option.
+    """
+    relaxed = {}
+    for name, spec in argument_spec.items():
+        spec = dict(spec)
+        if spec.get("type") in ("int", "float"):
+            spec["type"] = "raw"
+        relaxed[name] = spec
+    return relaxed

@@ -256,6 +256,8 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._process_match import (
     DEFAULT_NAMES,
+    NameMatcher,
+    broad_names,
     compile_patterns,
     refuse_broad,
 )
@@ -265,7 +267,22 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._processes impo
     summarize,
 )
 from ansible_collections.gpufleet.preflight.plugins.module_utils._reap import MAX_GRACE, reap
-from ansible_collections.gpufleet.preflight.plugins.module_utils._values import seconds
+from ansible_collections.gpufleet.preflight.plugins.module_utils._values import relaxed_spec, seconds
+
+# uid_t is 32 bits and (uid_t)-1 means "no user".
+MAX_UID = 2 ** 32 - 2
+
+ARGUMENT_SPEC = dict(
+    state=dict(type="str", choices=["present", "absent"], default="present"),
+    names=dict(type="list", elements="str"),
+    extra_names=dict(type="list", elements="str", default=[]),
+    patterns=dict(type="list", elements="str", default=[]),
+    orphaned_only=dict(type="bool", default=False),
+    older_than=dict(type="int"),
+    user=dict(type="str"),
+    grace=dict(type="float", default=10.0),
+    allow_broad=dict(type="bool", default=False),
+)
 
 
 def resolve_uid(user):
@@ -273,6 +290,8 @@ def resolve_uid(user):
     if user is None:
         return None
     if user.isdigit():
+        if int(user) > MAX_UID:
+            raise ValueError("user: %s is not a uid (0 to %d)" % (user, MAX_UID))
         return int(user)
     import pwd
     try:
@@ -282,20 +301,11 @@ def resolve_uid(user):
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            state=dict(type="str", choices=["present", "absent"], default="present"),
-            names=dict(type="list", elements="str"),
-            extra_names=dict(type="list", elements="str", default=[]),
-            patterns=dict(type="list", elements="str", default=[]),
-            orphaned_only=dict(type="bool", default=False),
-            older_than=dict(type="int"),
-            user=dict(type="str"),
-            grace=dict(type="float", default=10.0),
-            allow_broad=dict(type="bool", default=False),
-        ),
-        supports_check_mode=True,
-    )
+    try:
+        module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    except OverflowError:
+        # older_than=inf: ansible-core's int check overflows; seconds() below names the option
+        module = AnsibleModule(argument_spec=relaxed_spec(ARGUMENT_SPEC), supports_check_mode=True)
     params = module.params
     # everything is validated before anything is scanned, let alone signalled
     reaping = params["state"] == "absent"
@@ -305,6 +315,8 @@ def main():
             seconds(params["older_than"], "older_than", maximum=float("1e12"))
         if reaping and params["names"] == [] and not params["extra_names"] and not params["patterns"]:
             raise ValueError("names: [] with no patterns selects nothing to reap; give names or patterns")
+        NameMatcher(params["names"] or [], "names")
+        NameMatcher(params["extra_names"], "extra_names")
         compile_patterns(params["patterns"])
         uid = resolve_uid(params["user"])
         facts = collect_build_processes(names=params["names"], extra_names=params["extra_names"],
@@ -313,7 +325,10 @@ def main():
                                      older_than=params["older_than"], uid=uid)
         if reaping and not params["allow_broad"]:
             chosen_names = list(DEFAULT_NAMES if params["names"] is None else params["names"]) + params["extra_names"]
-            refusal = refuse_broad(chosen_names, selection, list(DEFAULT_NAMES) + chosen_names)
+            broad_extra = broad_names(params["extra_names"])
+            refusal = refuse_broad(chosen_names if not broad_extra else params["extra_names"], selection,
+                                   list(DEFAULT_NAMES) + chosen_names,
+                                   names_option="names" if not broad_extra else "extra_names")
             if refusal:
                 raise ValueError(refusal)
     except ValueError as exc:

@@ -162,21 +162,25 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._node_facts imp
     validate_options,
 )
 from ansible_collections.gpufleet.preflight.plugins.module_utils._run import run_with_timeout
+from ansible_collections.gpufleet.preflight.plugins.module_utils._values import relaxed_spec
+
+ARGUMENT_SPEC = dict(
+    gather_subset=dict(type="list", elements="str", default=["all"]),
+    build_process_names=dict(type="list", elements="str", default=[]),
+    build_process_patterns=dict(type="list", elements="str", default=[]),
+    gpu_timeout=dict(type="float", default=10),
+    disk_paths=dict(type="list", elements="path", default=[]),
+    toolchain_python=dict(type="path"),
+    kernel_events_window=dict(type="int", default=86400),
+)
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            gather_subset=dict(type="list", elements="str", default=["all"]),
-            build_process_names=dict(type="list", elements="str", default=[]),
-            build_process_patterns=dict(type="list", elements="str", default=[]),
-            gpu_timeout=dict(type="float", default=10),
-            disk_paths=dict(type="list", elements="path", default=[]),
-            toolchain_python=dict(type="path"),
-            kernel_events_window=dict(type="int", default=86400),
-        ),
-        supports_check_mode=True,
-    )
+    try:
+        module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    except OverflowError:
+        # kernel_events_window=inf: ansible-core's int check overflows; validate_options names the option
+        module = AnsibleModule(argument_spec=relaxed_spec(ARGUMENT_SPEC), supports_check_mode=True)
     try:
         options = validate_options(module.params, SUBSETS)
         # A collector raises ValueError only for an option it was given (a pattern that never finishes matching).

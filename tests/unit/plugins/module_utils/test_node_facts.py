@@ -42,6 +42,10 @@ def test_defaults():
     ({"build_process_patterns": ["ninja("]}, "build_process_patterns: 'ninja(' is not a valid regular expression"),
     ({"build_process_patterns": [""]}, "build_process_patterns: '' is not a regular expression"),
     ({"build_process_names": ["/usr/bin/mold"]}, "build_process_names: '/usr/bin/mold' holds '/'"),
+    ({"disk_paths": ["/tmp\x00x"]}, "disk_paths: '/tmp\\x00x' holds a NUL byte"),
+    ({"toolchain_python": ""}, "toolchain_python: '' is neither an absolute path nor a program name"),
+    ({"toolchain_python": "   "}, "toolchain_python: '   ' is neither an absolute path nor a program name"),
+    ({"toolchain_python": "['python']"}, "toolchain_python: \"['python']\" is neither an absolute path"),
 ])
 def test_bad_options_are_named(changes, message):
     with pytest.raises(ValueError) as info:

@@ -47,6 +47,7 @@ def test_name_matcher(names, name, matches):
 
 @pytest.mark.parametrize("names, message", [
     (["/usr/bin/ninja"], "names: '/usr/bin/ninja' holds '/'"),
+    (["ninja\x00"], "names: 'ninja\\x00' holds a NUL byte"),
     ([""], "names: '' is not a process name"),
 ])
 def test_name_matcher_rejects(names, message):
@@ -57,6 +58,7 @@ def test_name_matcher_rejects(names, message):
 
 @pytest.mark.parametrize("patterns, message", [
     (["ninja("], "patterns: 'ninja(' is not a valid regular expression: missing ), unterminated subpattern"),
+    (["x{99999999999}"], "patterns: 'x{99999999999}' is not a valid regular expression"),   # OverflowError in re
     ([""], "patterns: '' is not a regular expression"),
 ])
 def test_compile_patterns_rejects(patterns, message):

@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils._values import absolute_paths, seconds
+from ansible_collections.gpufleet.preflight.plugins.module_utils._values import absolute_paths, program, relaxed_spec, seconds
 
 
 @pytest.mark.parametrize("value, kwargs, expected", [
@@ -47,8 +47,28 @@ def test_absolute_paths():
     assert os.path.isabs(os.path.expanduser("~/cache"))
 
 
-@pytest.mark.parametrize("paths, bad", [(["build"], "'build'"), (["/ok", "./rel"], "'./rel'"), ([""], "''")])
+@pytest.mark.parametrize("paths, bad", [(["build"], "'build'"), (["/ok", "./rel"], "'./rel'"), ([""], "''"),
+                                        (["/tmp\x00x"], "'/tmp\\x00x' holds a NUL byte")])
 def test_absolute_paths_rejects_relative(paths, bad):
     with pytest.raises(ValueError) as info:
         absolute_paths(paths, "disk_paths")
-    assert str(info.value).startswith("disk_paths: %s is not an absolute path" % bad)
+    assert str(info.value).startswith("disk_paths: %s" % bad)
+
+
+@pytest.mark.parametrize("value", [None, "/opt/venv/bin/python", "python3", "python3.11", "~/venv/bin/python"])
+def test_program_accepts(value):
+    assert program(value, "toolchain_python") == value
+
+
+@pytest.mark.parametrize("value", ["", "   ", "['python']", "venv/bin/python", "py thon", "/x\x00y", 3])
+def test_program_rejects(value):
+    with pytest.raises(ValueError) as info:
+        program(value, "toolchain_python")
+    assert str(info.value).startswith("toolchain_python: %r is neither an absolute path nor a program name" % (value,))
+
+
+def test_relaxed_spec_makes_numbers_raw_and_keeps_the_rest():
+    spec = {"a": {"type": "int", "default": 1}, "b": {"type": "float"}, "c": {"type": "list", "elements": "str"}}
+    assert relaxed_spec(spec) == {"a": {"type": "raw", "default": 1}, "b": {"type": "raw"},
+                                  "c": {"type": "list", "elements": "str"}}
+    assert spec["a"]["type"] == "int"
