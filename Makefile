@@ -7,7 +7,7 @@ COLLECTION := $(COLLECTIONS)/ansible_collections/gpufleet/preflight
 export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 export PATH := $(BIN):$(PATH)
 
-.PHONY: setup preflight test system-deps sanity units integration lint build-check host build roles fleet bench clean
+.PHONY: setup preflight test system-deps sanity units integration lint build-check host build roles fleet vm bench clean
 
 setup: $(VENV)/.installed $(COLLECTION)
 
@@ -32,6 +32,10 @@ system-deps:
 
 sanity units integration lint build-check host build roles fleet: setup
 	tests/run-all.sh $@
+
+# The VM stage alone (root, QEMU, debootstrap; images cached in /var/cache/gpufleet-vm): tests/vm/README.md.
+vm: setup system-deps
+	tests/run-all.sh vm
 
 bench: setup system-deps
 	bench/run-all.sh

@@ -17,6 +17,7 @@ qcow2 overlay of its release's base, in the run dir ($GPUFLEET_VM_RUN_DIR, defau
 with sshd forwarded to 127.0.0.1:<free port>. Stdlib only; needs root, qemu-system-x86_64, qemu-img.
 """
 
+import hashlib
 import json
 import os
 import shutil
@@ -24,6 +25,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -94,16 +96,44 @@ def free_port():
         sock.close()
 
 
-def ssh_base(node):
-    return ["ssh", "-i", node["key"], "-p", str(node["port"]), "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes",
+def control_path(node):
+    """The node's ssh master socket: a short path (sockets have a length limit) unique to run dir and port."""
+    digest = hashlib.sha1(run_dir().encode()).hexdigest()[:8]
+    directory = os.path.join(tempfile.gettempdir(), "gpufleet-vm-%s" % digest)
+    if not os.path.isdir(directory):
+        os.makedirs(directory, 0o700, exist_ok=True)
+    return os.path.join(directory, "%s-%d" % (node["name"], node["port"]))
+
+
+def _ssh_options(node):
+    return ["-i", node["key"], "-p", str(node["port"]), "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes",
             "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
-            "-o", "ConnectTimeout=10", "root@127.0.0.1"]
+            "-o", "ConnectTimeout=10", "-o", "ControlPath=%s" % control_path(node)]
+
+
+def ssh_base(node):
+    """ssh argv for one command on the node, through its master connection when one is up (a key exchange
+    under TCG costs seconds); without one, ssh connects directly."""
+    if node.get("boot_seconds") is not None and not os.path.exists(control_path(node)):
+        # started detached, all output to /dev/null: a ControlPersist master that inherited our pipes would
+        # keep subprocess.run waiting for it
+        subprocess.run(["ssh"] + _ssh_options(node) + ["-o", "ControlMaster=yes", "-o", "ControlPersist=600", "-f",
+                                                       "-N", "root@127.0.0.1"],
+                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60,
+                       check=False)
+    return ["ssh"] + _ssh_options(node) + ["-o", "ControlMaster=no", "root@127.0.0.1"]
 
 
 def ssh(node, command, timeout=120, stdin=None):
     """Run a shell command on a VM; CompletedProcess with text stdout/stderr."""
     return subprocess.run(ssh_base(node) + [command], input=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           universal_newlines=True, timeout=timeout, check=False)
+
+
+def end_master(node):
+    if os.path.exists(control_path(node)):
+        subprocess.run(["ssh", "-o", "ControlPath=%s" % control_path(node), "-O", "exit", "root@127.0.0.1"],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30, check=False)
 
 
 def qemu_pid(node):
@@ -317,6 +347,8 @@ def down(quiet=False):
     for entry in state.get("nodes", {}).values():
         if "pidfile" not in entry:
             continue
+        if entry.get("port"):
+            end_master(entry)
         pid = qemu_pid(entry)
         if pid is None:
             continue
