@@ -41,7 +41,7 @@ CASES_DIR = os.path.join(HERE, "cases")
 COLLECTION = "gpufleet.preflight"
 STUB_NAME = "sweepninja"  # a copy of /bin/sleep the sweep starts and ends itself; the only process it may reap
 DEFAULT_TIMEOUT = 60
-KINDS = ("module", "action", "filter", "role")
+KINDS = ("module", "action", "filter", "role", "playbook")
 # one value of the wrong type per argument_specs type, for the generated type probes
 TYPE_PROBES = {"bool": "maybe", "int": "not-a-number", "float": "not-a-number", "list": {"not": "a list"},
                "dict": "not-a-dict"}
@@ -100,6 +100,8 @@ def expand_group(group):
     plugin = group.get("plugin")
     if not plugin:
         raise CaseError("plugin is required")
+    if kind == "playbook" and not os.path.exists(os.path.join(REPO, "playbooks", plugin + ".yml")):
+        raise CaseError("no playbook playbooks/%s.yml" % plugin)
     option = group.get("option")
     common = dict(
         kind=kind,
@@ -107,7 +109,7 @@ def expand_group(group):
         entry=group.get("entry", "main"),
         check_mode=bool(group.get("check_mode", kind == "role")),
         timeout=int(group.get("timeout", DEFAULT_TIMEOUT)),
-        isolate=bool(group.get("isolate", False)),
+        isolate=bool(group.get("isolate", kind == "playbook")),
         xfail=group.get("xfail"),
         note=group.get("note"),
         validate=group.get("validate", True),
@@ -209,6 +211,8 @@ def _put(args, option, value):
 
 def _check_safe(case):
     """Reaping for real is allowed only for the sweep's own stub process; every other reap runs in check mode."""
+    if case["kind"] == "playbook" and case["plugin"] in ("reap", "prepare_offline_sources") and not case["check_mode"]:
+        raise CaseError("%s: %s.yml runs in check mode only" % (case["id"], case["plugin"]))
     if case["kind"] == "module" and case["plugin"] == "build_processes":
         args = case["args"]
         if args.get("state") == "absent" and not case["check_mode"]:
@@ -363,6 +367,20 @@ def write_batch(path, cases, root):
         yaml.dump(plays, handle, Dumper=_Dumper, sort_keys=False, allow_unicode=False, width=1 << 20)
 
 
+def run_playbook_case(name, case, root, budget):
+    """A playbook of the collection, alone, with the case's variables as extra vars (``--check`` when asked)."""
+    case_dir = os.path.join(root, "cases", re.sub(r"[^A-Za-z0-9_.-]+", "_", case["id"])[:80] + "-%d" % case["index"])
+    os.makedirs(case_dir, exist_ok=True)
+    extra = os.path.join(case_dir, "extra-vars.json")
+    with open(extra, "w") as handle:
+        json.dump(realize(case["args"], root, case_dir), handle)
+    argv = ["nice", "-n", "10", "ansible-playbook", "-i", os.path.join(root, "inventory.yml"),
+            os.path.join(REPO, "playbooks", case["plugin"] + ".yml"), "-e", "@" + extra]
+    if case["check_mode"]:
+        argv.append("--check")
+    return _run(name, argv, case_dir, root, budget)
+
+
 def environment(record, root):
     env = dict(os.environ)
     venv = os.environ.get("VENV") or os.path.join(REPO, ".venv")
@@ -390,15 +408,19 @@ def environment(record, root):
 def run_batch(name, cases, root, batch_timeout):
     """One ansible-playbook run in its own session; every process left over is ended by the session's group."""
     playbook = os.path.join(root, "%s.yml" % name)
-    record = os.path.join(root, "%s.jsonl" % name)
-    log = os.path.join(root, "%s.log" % name)
     inventory = os.path.join(root, "inventory.yml")
     write_batch(playbook, cases, root)
     # --tags sweep: the role plays run only their entry point's validation (see play_for_role); every task is tagged
     argv = ["nice", "-n", "10", "ansible-playbook", "-i", inventory, playbook, "--tags", "sweep"]
+    return _run(name, argv, root, root, batch_timeout)
+
+
+def _run(name, argv, cwd, root, batch_timeout):
+    record = os.path.join(root, "%s.jsonl" % name)
+    log = os.path.join(root, "%s.log" % name)
     started = time.monotonic()
     with open(log, "w") as out:
-        proc = subprocess.Popen(argv, cwd=root, env=environment(record, root), stdout=out, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen(argv, cwd=cwd, env=environment(record, root), stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True)
         try:
             rc = proc.wait(timeout=batch_timeout)
@@ -526,16 +548,40 @@ def _names_option(message, names):
     return any(str(name).lower() in low for name in names or [])
 
 
+def _log_error(path):
+    """The first ``[ERROR]`` of an ansible-playbook log, with the lines that continue it."""
+    try:
+        with open(path) as handle:
+            text = handle.read()
+    except (IOError, OSError, TypeError):
+        return ""
+    match = re.search(r"^\[ERROR\]: (.*?)(?:\n\n|\Z)", text, re.MULTILINE | re.DOTALL)
+    return match.group(1).strip() if match else text.strip()[-500:]
+
+
 def judge(case, records, batch):
     """``(verdict, detail, message)`` with verdict one of ok, exception, hang, nameless, harness."""
-    if case["kind"] == "role":
-        mine = [r for r in records if r.get("play") == "sweep-case %s" % case["id"]]
+    if case["kind"] in ("role", "playbook"):
+        if case["kind"] == "playbook":
+            mine = list(records)
+            if batch.get("rc") not in (0, None) and not any(r["status"] == "failed" for r in mine):
+                # refused before any task ran (a play keyword, an undefined variable): the log says why
+                message = _log_error(batch.get("log"))
+                if _names_option(message, case["names"]):
+                    return "ok", "refused before any task", message
+                return "nameless", "refused before any task without naming %s" % "/".join(case["names"] or []), message
+        else:
+            mine = [r for r in records if r.get("play") == "sweep-case %s" % case["id"]]
         real = [r for r in mine if not r["task"].startswith("sweep-rescued")]
         for record in mine:
             why = unhandled(record["result"])
             if why:
                 return "exception", why, message_of(record["result"])
         failed = [r for r in real if r["status"] in ("failed", "unreachable")]
+        if not mine and case["kind"] == "playbook" and batch.get("rc") == 0:
+            if case["expect"] == "accept":
+                return "ok", "accepted: %s" % case["meaning"], ""
+            return "nameless", "accepted silently: nothing ran and the run exited 0", _log_error(batch.get("log"))[-200:]
         if not mine:
             return ("hang", "no result (batch timed out)", "") if batch["timed_out"] else ("harness", "no result", "")
         if any("timed out" in message_of(r["result"]).lower() for r in failed):
@@ -620,6 +666,8 @@ def run_sweep(cases, workers=3, keep=False, log=print):
             name, batch = item
             # a safety net only: each task has its own timeout, which is what counts a hang
             budget = min(sum(case["timeout"] for case in batch) + 120, 1800)
+            if batch[0]["kind"] == "playbook":
+                return batch, run_playbook_case(name, batch[0], root, budget)
             return batch, run_batch(name, batch, root, budget)
 
         with ThreadPoolExecutor(max_workers=workers) as pool:

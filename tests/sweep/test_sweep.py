@@ -25,6 +25,7 @@ PLUGINS = {
     "action": {"readiness", "fleet_reports", "build_watch"},
     "filter": {"build_jobs", "fleet_report", "fleet_table", "fleet_markdown", "fleet_junit", "fleet_gate"},
     "role": {"preflight", "build_deps", "sgl_kernel"},
+    "playbook": {"preflight", "reap", "prepare_offline_sources"},
 }
 
 
@@ -42,7 +43,9 @@ def _present():
                 if "name: %s" % name[:-3] in handle.read():
                     filters.add(name[:-3])
     roles = set(n for n in os.listdir(os.path.join(repo, "roles")) if not n.startswith("."))
-    return {"module": modules, "action": actions, "filter": filters, "role": roles}
+    # build_sgl_kernel.yml builds for real; its variables are the sgl_kernel role's, swept as role cases
+    playbooks = set(n[:-4] for n in os.listdir(os.path.join(repo, "playbooks")) if n.endswith(".yml")) - {"build_sgl_kernel"}
+    return {"module": modules, "action": actions, "filter": filters, "role": roles, "playbook": playbooks}
 
 
 def test_table_covers_every_plugin_and_role():
