@@ -177,8 +177,13 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._build_plan imp
 
 def build_jobs(memory_facts, cpus=None, memory_per_thread=DEFAULT_MEMORY_PER_THREAD, nvcc_threads=1,
                reserve=None, min_jobs=1, max_jobs=None, measured_memory_per_thread=None,
-               measured_margin=MEASURED_MARGIN, min_memory_per_thread=MIN_MEMORY_PER_THREAD):
+               measured_margin=MEASURED_MARGIN, min_memory_per_thread=MIN_MEMORY_PER_THREAD, **unknown):
     """Plan parallel build jobs; see DOCUMENTATION."""
+    if unknown:
+        # named here: otherwise Jinja's call raises a bare TypeError (an unhandled exception in the task)
+        raise AnsibleFilterError("build_jobs: unknown option%s %s; the options are cpus, memory_per_thread, nvcc_threads, "
+                                 "reserve, min_jobs, max_jobs, measured_memory_per_thread, measured_margin, "
+                                 "min_memory_per_thread" % ("s" if len(unknown) > 1 else "", ", ".join(sorted(unknown))))
     if cpus is None:
         raise AnsibleFilterError("build_jobs: cpus is required (an int or the gpufleet_cpus facts)")
     try:

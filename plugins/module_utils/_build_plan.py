@@ -16,6 +16,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import re
+
 from ansible.module_utils.six import integer_types, string_types
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._human import human, parse_size
@@ -48,7 +50,14 @@ def default_reserve(total_bytes):
     return max(MIN_RESERVE, int(total_bytes * RESERVE_FRACTION))
 
 
-def _positive_int(name, value, allow_none=False, minimum=1):
+# Most a count may be: a typo like 1e99 is refused by name instead of planning with a 100-digit number.
+# The same bounds as guarded_build's own option checks (_build_options.LIMITS).
+MAXIMUM = {"cpus": 1 << 16, "nvcc_threads": 1024, "min_jobs": 4096, "max_jobs": 4096}
+_DECIMAL_UNIT = re.compile(r"^\s*[0-9.]+\s*[kKmMgGtTpPeE][bB]\s*$")
+_SIZE_FORM = re.compile(r"[0-9]+(\.[0-9]+)?([KMGTPE](iB)?|B)?\Z", re.I)
+
+
+def _positive_int(name, value, allow_none=False, minimum=1, maximum=None):
     if value is None and allow_none:
         return None
     if isinstance(value, bool):
@@ -64,10 +73,32 @@ def _positive_int(name, value, allow_none=False, minimum=1):
         raise ValueError("%s must be a whole number, got %r" % (name, value))
     if value < minimum:
         raise ValueError("%s must be at least %d, got %d" % (name, minimum, value))
+    maximum = MAXIMUM.get(name) if maximum is None else maximum
+    if maximum is not None and value > maximum:
+        raise ValueError("%s must be at most %d, got %s" % (name, maximum, _count(value)))
     return value
 
 
+def _count(value):
+    """A number for a message: ``1e+99`` stays short instead of printing a hundred digits."""
+    text = "%d" % value
+    return text if len(text) <= 20 else "%.3g" % value
+
+
 def _size(name, value):
+    """A size -> bytes; ValueError naming ``name``. Binary units only: ``64GB`` (10^9 or 2^30?) and ``5 GiB``
+    are refused rather than guessed, as guarded_build's and the readiness options' sizes are."""
+    if isinstance(value, float) and value == value and value not in (float("inf"), float("-inf")) and value.is_integer():
+        value = int(value)
+    if isinstance(value, string_types):
+        if _DECIMAL_UNIT.match(value):
+            number, unit = re.match(r"^\s*([0-9.]+)\s*(\w)", value).groups()
+            raise ValueError("%s: %r is ambiguous (decimal GB = 10^9 bytes, or GiB = 2^30?): write %s%siB for powers "
+                             "of 1024, or the number of bytes" % (name, value, number, unit.upper()))
+        if not _SIZE_FORM.match(value.strip()):
+            raise ValueError("%s: %r is not a size like 64GiB, 512MiB or a number of bytes" % (name, value))
+    elif value is None or isinstance(value, bool) or not isinstance(value, integer_types):
+        raise ValueError("%s: %r is not a size like 64GiB, 512MiB or a number of bytes" % (name, value))
     try:
         return parse_size(value)
     except ValueError as exc:
@@ -80,6 +111,9 @@ def memory_from_facts(memory_facts):
         raise ValueError("memory facts must be the gpufleet_memory dict, got %s" % type(memory_facts).__name__)
     if "gpufleet_memory" in memory_facts:
         memory_facts = memory_facts["gpufleet_memory"]
+        if not isinstance(memory_facts, dict):
+            raise ValueError("memory facts: gpufleet_memory must be the memory facts dict, got %s"
+                             % type(memory_facts).__name__)
     effective = memory_facts.get("effective")
     if not isinstance(effective, dict):
         raise ValueError("memory facts have no 'effective' section; gather node_facts with the memory subset")
@@ -95,6 +129,8 @@ def cpus_from_value(cpus):
     if isinstance(cpus, dict):
         if "gpufleet_cpus" in cpus:
             cpus = cpus["gpufleet_cpus"]
+        if not isinstance(cpus, dict):
+            raise ValueError("cpus: gpufleet_cpus must be the cpus facts dict, got %s" % type(cpus).__name__)
         cpus = cpus.get("usable")
     return _positive_int("cpus", cpus)
 

@@ -46,3 +46,26 @@ def test_a_measured_memory_per_thread_is_planned_with_its_margin():
     learned = plan(facts, cpus=128, nvcc_threads=32, measured_memory_per_thread=2 * 1024 ** 3)
     assert learned["jobs"] == 4 and "measured 2Gi/thread + 25%" in learned["reason"]
     assert plan(facts, cpus=128, nvcc_threads=32, measured_memory_per_thread=None)["jobs"] == 2
+
+
+@pytest.mark.parametrize("facts, kwargs, message", [
+    # the bad-input sweep's cases (tests/sweep/cases/filters.yml): each refused naming what is wrong, never a
+    # TypeError/AttributeError out of the filter
+    ({"gpufleet_memory": "x"}, dict(cpus=8), "gpufleet_memory must be the memory facts dict"),
+    ({"gpufleet_memory": None}, dict(cpus=8), "gpufleet_memory must be the memory facts dict"),
+    (SEED, dict(cpus=8, nosuch=1), "unknown option nosuch"),
+    (SEED, dict(cpus=8, nosuch=1, other=2), "unknown options nosuch, other"),
+    (SEED, dict(cpus=1e99), "cpus must be at most 65536, got 1e+99"),
+    (SEED, dict(cpus={"gpufleet_cpus": "x"}), "cpus: gpufleet_cpus must be the cpus facts dict"),
+    (SEED, dict(cpus=8, nvcc_threads=1e99), "nvcc_threads must be at most 1024"),
+    (SEED, dict(cpus=8, memory_per_thread="64GB"), "memory_per_thread: '64GB' is ambiguous"),
+    (SEED, dict(cpus=8, memory_per_thread="5 GiB"), "memory_per_thread: '5 GiB' is not a size"),
+    (SEED, dict(cpus=8, reserve="64GB"), "reserve: '64GB' is ambiguous"),
+    ({"effective": {"available_bytes": "64GB", "total_bytes": "64GB"}}, dict(cpus=8),
+     "effective.available_bytes: '64GB' is ambiguous"),
+    ({"effective": {"available_bytes": True, "total_bytes": 1}}, dict(cpus=8), "effective.available_bytes: True"),
+])
+def test_build_jobs_refuses_bad_input_naming_it(facts, kwargs, message):
+    with pytest.raises(AnsibleFilterError) as err:
+        build_jobs(facts, **kwargs)
+    assert message in str(err.value)

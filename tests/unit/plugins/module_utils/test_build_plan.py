@@ -92,11 +92,33 @@ def test_plan_from_facts(facts, cpus, jobs):
     ({"host": {}}, 8, {}, "no 'effective' section"),
     ({"effective": {"total_bytes": 1}}, 8, {}, "lack effective.available_bytes"),
     ("448Gi", 8, {}, "must be the gpufleet_memory dict"),
+    # the bad-input sweep (tests/sweep/cases/filters.yml): validation that names the value at fault
+    ({"gpufleet_memory": ["x"]}, 8, {}, "gpufleet_memory must be the memory facts dict, got list"),
+    (SEED, {"gpufleet_cpus": None}, {}, "gpufleet_cpus must be the cpus facts dict"),
+    (SEED, 1e99, {}, "cpus must be at most 65536, got 1e+99"),
+    (SEED, 99999999999999999999, {}, "cpus must be at most 65536, got 99999999999999999999"),
+    (SEED, 8, {"nvcc_threads": 2048}, "nvcc_threads must be at most 1024"),
+    (SEED, 8, {"min_jobs": 5000}, "min_jobs must be at most 4096"),
+    (SEED, 8, {"memory_per_thread": "64GB"}, "memory_per_thread: '64GB' is ambiguous"),
+    (SEED, 8, {"memory_per_thread": "5 GiB"}, "memory_per_thread: '5 GiB' is not a size"),
+    (SEED, 8, {"memory_per_thread": None}, "memory_per_thread: None is not a size"),
+    (SEED, 8, {"reserve": "-1"}, "reserve: '-1' is not a size"),
+    (SEED, 8, {"reserve": [1]}, "reserve: [1] is not a size"),
+    ({"effective": {"available_bytes": float("nan"), "total_bytes": 1}}, 8, {}, "effective.available_bytes: nan"),
+    ({"effective": {"available_bytes": 1.5, "total_bytes": 1}}, 8, {}, "effective.available_bytes: 1.5"),
 ])
 def test_bad_input(facts, cpus, kwargs, message):
     with pytest.raises(ValueError) as err:
         plan_from_facts(facts, cpus, **kwargs)
     assert message in str(err.value)
+
+
+@pytest.mark.parametrize("value, expected", [
+    ("64GiB", 64 * 1024 ** 3), ("64G", 64 * 1024 ** 3), ("512MiB", 512 * 1024 ** 2), ("1.5GiB", 3 * 1024 ** 3 // 2),
+    ("1048576", 1048576), (1048576, 1048576), (1048576.0, 1048576), (" 64GiB ", 64 * 1024 ** 3),
+])
+def test_sizes_in_binary_units_still_read(value, expected):
+    assert plan_from_facts({"effective": {"available_bytes": value, "total_bytes": value}}, 8)["available_bytes"] == expected
 
 
 # ---------------------------------------------------------------- the planner that learns (issue 14 item 4)
