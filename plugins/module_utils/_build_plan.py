@@ -16,6 +16,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import math
 import re
 
 from ansible.module_utils.six import integer_types, string_types
@@ -88,7 +89,7 @@ def _count(value):
 def _size(name, value):
     """A size -> bytes; ValueError naming ``name``. Binary units only: ``64GB`` (10^9 or 2^30?) and ``5 GiB``
     are refused rather than guessed, as guarded_build's and the readiness options' sizes are."""
-    if isinstance(value, float) and value == value and value not in (float("inf"), float("-inf")) and value.is_integer():
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
         value = int(value)
     if isinstance(value, string_types):
         if _DECIMAL_UNIT.match(value):
