@@ -68,7 +68,8 @@ def test_each_builds_installs_imports_and_is_idempotent(tmp_path, build_venv):  
     rc, out = run_local(variables)
     assert rc == 0, out[-5000:]
     assert re.search(r"jobs=\d+: \S+ available - \S+ reserve over 2 threads x 1Gi", out), "the plan is shown"
-    assert "running: attempt 1/4" in out, "progress is printed while the build runs"
+    # progress while the build runs: gpufleet.preflight.build_watch's fleet table (issue 14)
+    assert re.search(r"BUILD \S+: .*\(of 1\)", out), "progress is printed while the build runs"
     assert re.search(r"built: mini_sgl_kernel-0\.1\.0-cp\d+-\S+\.whl, imports from %s/lib/python" % re.escape(venv), out)
     assert os.listdir(str(tmp_path / "src" / "dist"))
 
