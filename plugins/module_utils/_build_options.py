@@ -15,14 +15,12 @@ import math
 import os
 import re
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils._human import parse_size
+from ansible_collections.gpufleet.preflight.plugins.module_utils._human import parse_size_option
 from ansible_collections.gpufleet.preflight.plugins.module_utils._values import seconds
 
 # bounds that turn a typo (jobs: 1e99, status_interval: -1) into a clear error instead of a hang
 LIMITS = {"jobs": (1, 4096), "nvcc_threads": (1, 1024), "max_attempts": (1, 64), "min_jobs": (1, 4096),
           "max_jobs": (1, 4096), "cpus": (1, 1 << 16), "tail_lines": (0, 100000)}
-_DECIMAL_UNIT = re.compile(r"^\s*[0-9.]+\s*[kKmMgGtTpPeE][bB]\s*$")
-_SIZE_FORM = re.compile(r"[0-9]+(\.[0-9]+)?([KMGTPE](iB)?|B)?\Z", re.I)
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")               # a CMake cache variable, an environment variable
 _VERSION = re.compile(r"[0-9]+(\.[0-9]+){0,3}\Z")             # CMAKE_POLICY_VERSION_MINIMUM
 _ARCHS = re.compile(r"[0-9]+\.[0-9]+[af]?(\+PTX)?([; ][0-9]+\.[0-9]+[af]?(\+PTX)?)*\Z")  # TORCH_CUDA_ARCH_LIST
@@ -46,16 +44,7 @@ def check_size(name, text, positive=True):
     ``64GB`` is refused as ambiguous (10^9 or 2^30?) rather than silently taken for 64 GiB."""
     if text is None:
         return None
-    if _DECIMAL_UNIT.match(str(text)):
-        number, unit = re.match(r"^\s*([0-9.]+)\s*(\w)", str(text)).groups()
-        raise ValueError("%s: %r is ambiguous (decimal GB = 10^9 bytes, or GiB = 2^30?): write %s%siB for powers of "
-                         "1024, or the number of bytes" % (name, text, number, unit.upper()))
-    if not _SIZE_FORM.match(str(text).strip()):
-        raise ValueError("%s: %r is not a size like 64GiB, 512MiB or a number of bytes" % (name, text))
-    try:
-        value = parse_size(text)
-    except ValueError as exc:
-        raise ValueError("%s: %s" % (name, exc))
+    value = parse_size_option(name, text.strip() if isinstance(text, str) else text)
     if positive and value <= 0:
         raise ValueError("%s must be more than 0, got %r" % (name, text))
     return value

@@ -16,12 +16,10 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import math
-import re
 
 from ansible.module_utils.six import integer_types, string_types
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils._human import human, parse_size
+from ansible_collections.gpufleet.preflight.plugins.module_utils._human import human, parse_size_option
 
 GIB = 1024 ** 3
 DEFAULT_MEMORY_PER_THREAD = 5 * GIB
@@ -54,8 +52,6 @@ def default_reserve(total_bytes):
 # Most a count may be: a typo like 1e99 is refused by name instead of planning with a 100-digit number.
 # The same bounds as guarded_build's own option checks (_build_options.LIMITS).
 MAXIMUM = {"cpus": 1 << 16, "nvcc_threads": 1024, "min_jobs": 4096, "max_jobs": 4096}
-_DECIMAL_UNIT = re.compile(r"^\s*[0-9.]+\s*[kKmMgGtTpPeE][bB]\s*$")
-_SIZE_FORM = re.compile(r"[0-9]+(\.[0-9]+)?([KMGTPE](iB)?|B)?\Z", re.I)
 
 
 def _positive_int(name, value, allow_none=False, minimum=1, maximum=None):
@@ -86,26 +82,6 @@ def _count(value):
     return text if len(text) <= 20 else "%.3g" % value
 
 
-def _size(name, value):
-    """A size -> bytes; ValueError naming ``name``. Binary units only: ``64GB`` (10^9 or 2^30?) and ``5 GiB``
-    are refused rather than guessed, as guarded_build's and the readiness options' sizes are."""
-    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
-        value = int(value)
-    if isinstance(value, string_types):
-        if _DECIMAL_UNIT.match(value):
-            number, unit = re.match(r"^\s*([0-9.]+)\s*(\w)", value).groups()
-            raise ValueError("%s: %r is ambiguous (decimal GB = 10^9 bytes, or GiB = 2^30?): write %s%siB for powers "
-                             "of 1024, or the number of bytes" % (name, value, number, unit.upper()))
-        if not _SIZE_FORM.match(value.strip()):
-            raise ValueError("%s: %r is not a size like 64GiB, 512MiB or a number of bytes" % (name, value))
-    elif value is None or isinstance(value, bool) or not isinstance(value, integer_types):
-        raise ValueError("%s: %r is not a size like 64GiB, 512MiB or a number of bytes" % (name, value))
-    try:
-        return parse_size(value)
-    except ValueError as exc:
-        raise ValueError("%s: %s" % (name, exc))
-
-
 def memory_from_facts(memory_facts):
     """(available_bytes, total_bytes) from ``gpufleet_memory`` (``effective.*``) or a whole ``ansible_facts``."""
     if not isinstance(memory_facts, dict):
@@ -122,7 +98,7 @@ def memory_from_facts(memory_facts):
     total = effective.get("total_bytes")
     if available is None or total is None:
         raise ValueError("memory facts lack effective.available_bytes / effective.total_bytes")
-    return _size("effective.available_bytes", available), _size("effective.total_bytes", total)
+    return parse_size_option("effective.available_bytes", available), parse_size_option("effective.total_bytes", total)
 
 
 def cpus_from_value(cpus):
@@ -150,10 +126,10 @@ def measured_memory_per_thread(attempts, nvcc_threads):
 def learned_memory_per_thread(default, measured=None, margin=MEASURED_MARGIN, floor=MIN_MEMORY_PER_THREAD):
     """The memory per thread to plan with: ``measured x margin``, never below ``floor``, when a build on this node
     measured it; else ``default``. ``(bytes, why)``, ``why`` a few words for the plan's reason."""
-    default = _size("memory_per_thread", default)
+    default = parse_size_option("memory_per_thread", default)
     if measured is None or measured == "":
         return default, None
-    measured = _size("measured_memory_per_thread", measured)
+    measured = parse_size_option("measured_memory_per_thread", measured)
     if measured <= 0:
         raise ValueError("measured_memory_per_thread must be more than 0, got %r" % measured)
     try:
@@ -162,7 +138,7 @@ def learned_memory_per_thread(default, measured=None, margin=MEASURED_MARGIN, fl
         raise ValueError("measured_margin must be a number, got %r" % (margin,))
     if not 1.0 <= margin <= 10.0:
         raise ValueError("measured_margin must be between 1 and 10, got %r" % margin)
-    floor = _size("min_memory_per_thread", floor)
+    floor = parse_size_option("min_memory_per_thread", floor)
     learned = max(int(measured * margin), floor)
     why = "measured %s/thread + %d%%%s, not the default %s" % (
         _short(measured), int(round((margin - 1) * 100)), ", raised to the floor %s" % _short(floor)
@@ -180,15 +156,15 @@ def plan_jobs(available_bytes, total_bytes, cpus, memory_per_thread=DEFAULT_MEMO
     ``guarded_build`` sets. ``fits`` is false when even ``min_jobs`` jobs do not fit in it;
     running out of CPUs only slows a build down, so CPUs never make a plan not fit.
     """
-    available = _size("available", available_bytes)
-    total = _size("total", total_bytes)
+    available = parse_size_option("available", available_bytes)
+    total = parse_size_option("total", total_bytes)
     cpus = _positive_int("cpus", cpus)
     per_thread, learned = learned_memory_per_thread(memory_per_thread, measured_memory_per_thread,
                                                     measured_margin, min_memory_per_thread)
     if per_thread <= 0:
         raise ValueError("memory_per_thread must be more than 0")
     threads = _positive_int("nvcc_threads", nvcc_threads)
-    reserve_bytes = default_reserve(total) if reserve is None else _size("reserve", reserve)
+    reserve_bytes = default_reserve(total) if reserve is None else parse_size_option("reserve", reserve)
     min_jobs = _positive_int("min_jobs", min_jobs)
     max_jobs = _positive_int("max_jobs", max_jobs, allow_none=True)
     if max_jobs is not None and max_jobs < min_jobs:

@@ -7,9 +7,17 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import math
+import re
+
 from ansible.module_utils.common.text.formatters import human_to_bytes
+from ansible.module_utils.six import integer_types, string_types
 
 _UNITS = ("B", "Ki", "Mi", "Gi", "Ti", "Pi")
+# ``64GB``: human_to_bytes reads it as 64 GiB, a person may mean 64 x 10^9. Refused, not guessed.
+_DECIMAL_UNIT = re.compile(r"^\s*([0-9.]+)\s*([kKmMgGtTpPeE])[bB]\s*$")
+# One written form of a size: a number and a binary unit, nothing around them (``5 GiB``, ``1e99GiB`` are typos).
+_SIZE_FORM = re.compile(r"[0-9]+(\.[0-9]+)?([KMGTPE](iB)?|B)?\Z", re.I)
 
 
 def human(num_bytes):
@@ -59,3 +67,27 @@ def parse_size(text):
     if value < 0:
         raise ValueError("%r is negative" % (text,))
     return value
+
+
+def parse_size_option(option, value):
+    """A size option -> bytes, or ValueError naming ``option``: the one rule for every size a user writes.
+
+    Binary units (``64GiB``, ``64G``) or a whole number of bytes. ``64GB`` (10^9 or 2^30?), ``5 GiB`` and
+    non-finite or fractional numbers are refused rather than guessed.
+    """
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        value = int(value)
+    if isinstance(value, string_types):
+        decimal = _DECIMAL_UNIT.match(value)
+        if decimal:
+            raise ValueError("%s: %r is ambiguous (decimal GB = 10^9 bytes, or GiB = 2^30?): write %s%siB for powers "
+                             "of 1024, or the number of bytes" % (option, value, decimal.group(1),
+                                                                  decimal.group(2).upper()))
+        if not _SIZE_FORM.match(value.strip()):
+            raise ValueError("%s: %r is not a size like 64GiB, 512MiB or a number of bytes" % (option, value))
+    elif value is None or isinstance(value, bool) or not isinstance(value, integer_types):
+        raise ValueError("%s: %r is not a size like 64GiB, 512MiB or a number of bytes" % (option, value))
+    try:
+        return parse_size(value)
+    except ValueError as exc:
+        raise ValueError("%s: %s" % (option, exc))

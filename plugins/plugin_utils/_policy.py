@@ -14,7 +14,8 @@ import math
 import os
 import re
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils._human import human, parse_size
+from ansible_collections.gpufleet.preflight.plugins.module_utils._human import human, parse_size_option
+from ansible_collections.gpufleet.preflight.plugins.module_utils._process_match import compile_patterns
 from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _readiness_options
 from ansible_collections.gpufleet.preflight.plugins.plugin_utils._checks import printable, result, skipped, unknown
 
@@ -33,10 +34,6 @@ PROFILE_SUBSETS = {
 }
 CUSTOM_CHECK_KEYS = ("name", "query", "equals", "max", "min", "message")
 
-# ``64GB``: ansible-core's human_to_bytes reads it as 64 GiB, a person may mean 64 x 10^9. Refused, not guessed.
-_DECIMAL_UNIT = re.compile(r"^\s*[0-9.]+\s*[kKmMgGtTpPeE][bB]\s*$")
-# One written form of a size: a number and a binary unit, nothing around them (``5 GiB``, ``1e99GiB`` are typos).
-_SIZE_FORM = re.compile(r"[0-9]+(\.[0-9]+)?([KMGTPE](iB)?|B)?\Z", re.I)
 _VERSION = re.compile(r"[0-9]+(\.[0-9]+){0,3}\Z")
 _COMPUTE_CAPABILITY = re.compile(r"[0-9]+\.[0-9]+\Z")
 _ARCH = re.compile(r"(sm|compute)_[0-9]+[af]?\Z")
@@ -45,19 +42,10 @@ MAX_WAIT_SECONDS = 86400
 
 
 def parse_option_size(option, value):
-    """A size option in bytes: binary units (``64GiB``, ``64G``) or a byte count; ValueError naming ``option``."""
+    """A size option in bytes (``_human.parse_size_option``: binary units or a byte count), also refusing NaN/inf."""
     if isinstance(value, float) and not math.isfinite(value):
         raise ValueError("%s: %r is not a size" % (option, value))
-    if isinstance(value, str) and _DECIMAL_UNIT.match(value):
-        number, unit = re.match(r"^\s*([0-9.]+)\s*(\w)", value).groups()
-        raise ValueError("%s: %r is ambiguous (decimal GB = 10^9 bytes, or GiB = 2^30?): write %s%siB for powers of 1024, "
-                         "or the number of bytes" % (option, value, number, unit.upper()))
-    if isinstance(value, str) and not _SIZE_FORM.match(value):
-        raise ValueError("%s: %r is not a size like 64GiB, 512MiB or a number of bytes" % (option, value))
-    try:
-        return parse_size(value)
-    except ValueError as exc:
-        raise ValueError("%s: %s" % (option, exc))
+    return parse_size_option(option, value)
 
 
 # ---------------------------------------------------------------- validation
@@ -123,11 +111,7 @@ def validate_policy(args):
     pressure = args.get("max_memory_pressure")
     if pressure is not None and not 0 <= pressure <= 100:
         raise ValueError("max_memory_pressure: a PSI percentage between 0 and 100, got %s" % pressure)
-    for pattern in args.get("build_process_patterns") or []:
-        try:
-            re.compile(pattern)
-        except re.error as exc:
-            raise ValueError("build_process_patterns: %r is not a valid regular expression (%s)" % (pattern, exc))
+    compile_patterns(args.get("build_process_patterns"), "build_process_patterns")
     if args.get("gpu_timeout") is not None and args["gpu_timeout"] <= 0:
         raise ValueError("gpu_timeout: must be greater than 0 seconds (a hung driver needs a deadline), got %s" % args["gpu_timeout"])
     if args.get("compute_capability") is not None and not _COMPUTE_CAPABILITY.match(str(args["compute_capability"])):

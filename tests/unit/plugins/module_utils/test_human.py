@@ -9,7 +9,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils._human import human, parse_size, with_human
+from ansible_collections.gpufleet.preflight.plugins.module_utils._human import human, parse_size, parse_size_option, with_human
 
 GIB = 1024 ** 3
 
@@ -48,3 +48,32 @@ def test_parse_size_rejects_with_reason(text):
     with pytest.raises(ValueError) as err:
         parse_size(text)
     assert repr(text) in str(err.value) or "negative" in str(err.value)
+
+
+@pytest.mark.parametrize("value, expected", [
+    ("64GiB", 64 * GIB),
+    ("64G", 64 * GIB),
+    (" 512MiB ", 512 * 1024 ** 2),
+    (1048576, 1048576),
+    (4096.0, 4096),
+])
+def test_parse_size_option(value, expected):
+    assert parse_size_option("reserve", value) == expected
+
+
+@pytest.mark.parametrize("value, words", [
+    ("64GB", "ambiguous"),
+    ("64 gb", "ambiguous"),
+    ("5 GiB", "not a size"),
+    ("1e99GiB", "not a size"),
+    ("", "not a size"),
+    (None, "not a size"),
+    (True, "not a size"),
+    (1.5, "not a size"),
+    (float("nan"), "not a size"),
+    (-1, "negative"),
+])
+def test_parse_size_option_names_the_option(value, words):
+    with pytest.raises(ValueError) as info:
+        parse_size_option("memory_per_thread", value)
+    assert str(info.value).startswith("memory_per_thread: ") and words in str(info.value)
