@@ -80,10 +80,10 @@ def fetchcontent_var(name):
 def arch_number(arch):
     """``sm_120a``, ``compute_120a``, ``120a``, ``12.0`` -> ``120``; None when it is not an architecture."""
     text = str(arch).strip().lower()
-    match = re.match(r"^(\d+)\.(\d)[a-z]?$", text)
+    match = re.match(r"^(\d+)\.(\d)[af]?$", text)
     if match:
         return match.group(1) + match.group(2)
-    match = re.match(r"^(?:sm_|compute_|lto_)?(\d+)[a-z]?(?:-real|-virtual)?$", text)
+    match = re.match(r"^(?:sm_|compute_|lto_)?(\d+)[af]?(?:-real|-virtual)?$", text)
     return match.group(1) if match else None
 
 

@@ -130,12 +130,13 @@ ninja:
       type: list
       elements: str
 cache_notfound:
-  description: "C(VAR: value) for each C(-NOTFOUND) entry of O(cmake_cache); {} when the file is absent."
+  description: "C(VAR: value) for each C(-NOTFOUND) entry of O(cmake_cache)."
   returned: when cmake_cache is given
   type: dict
 """
 
 import os
+import re
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -164,12 +165,20 @@ def main():
         if bad or not keep:
             module.fail_json(msg="keep_archs: not an architecture: %s (use 120, 12.0 or sm_120a)"
                              % (", ".join(repr(arch) for arch in bad) or "an empty list"))
+    for option in ("src", "offline_dir", "build_ninja", "cmake_cache"):
+        if params[option] is not None and not os.path.isabs(params[option]):
+            module.fail_json(msg="%s: an absolute path is needed, got %r" % (option, params[option]))
     for option in ("src", "offline_dir"):
         if params[option] is not None and not os.path.isdir(params[option]):
             module.fail_json(msg="%s: %s is not a directory" % (option, params[option]))
+    for option in ("build_ninja", "cmake_cache"):
+        if params[option] is not None and not os.path.isfile(params[option]):
+            module.fail_json(msg="%s: %s is not a file" % (option, params[option]))
     for name, path in params["sources"].items():
-        if not isinstance(path, str) or not path:
-            module.fail_json(msg="sources: %s must map to a path, got %r" % (name, path))
+        if not re.match(r"^[A-Za-z0-9_.+-]+$", str(name)):
+            module.fail_json(msg="sources: %r is not a FetchContent name (letters, digits and _.+-)" % (name,))
+        if not isinstance(path, str) or not os.path.isabs(path):
+            module.fail_json(msg="sources: %s must map to an absolute path, got %r" % (name, path))
     if params["src"]:
         result["fetchcontent"] = scan_fetchcontent(params["src"], params["offline_dir"], params["sources"])
     if params["build_ninja"]:
@@ -181,8 +190,8 @@ def main():
         try:
             with open(params["cmake_cache"], "rb") as handle:
                 result["cache_notfound"] = cmake_cache_notfound(handle.read().decode("utf-8", "replace"))
-        except (IOError, OSError):
-            result["cache_notfound"] = {}
+        except (IOError, OSError) as exc:
+            module.fail_json(msg="cmake_cache: cannot read %s: %s" % (params["cmake_cache"], exc))
     module.exit_json(**result)
 
 

@@ -175,3 +175,19 @@ def test_wheel_cache_default_is_private():
         defaults = handle.read()
     (line,) = [text for text in defaults.splitlines() if text.startswith("sgl_kernel_wheel_cache:")]
     assert "/tmp" not in line and line.split(":", 1)[1].strip().startswith("~/")
+
+
+@pytest.mark.parametrize("bad, message", [
+    ({"sgl_kernel_venv": "relative/venv"}, "sgl_kernel_venv must be an absolute path"),
+    ({"sgl_kernel_subdir": "../../etc"}, "sgl_kernel_subdir must be a relative path inside sgl_kernel_checkout_dir"),
+    ({"sgl_kernel_memory_per_thread": "64GB"}, "sgl_kernel_memory_per_thread must be a size above 0 in binary units"),
+    ({"sgl_kernel_fetchcontent_sources": {"A B": "relative"}}, "sgl_kernel_fetchcontent_sources must map FetchContent names"),
+    ({"sgl_kernel_build_dir": "../../outside"}, "sgl_kernel_build_dir must be a relative path inside the kernel folder"),
+    ({"sgl_kernel_min_jobs": 4, "sgl_kernel_max_jobs": 2}, "sgl_kernel_min_jobs is above sgl_kernel_max_jobs"),
+    ({"sgl_kernel_target_archs": "sm_12x"}, "sgl_kernel_target_archs must be auto, all or a comma list"),
+])
+def test_bad_variables_are_named(tmp_path, build_venv, bad, message):  # noqa: F811 pylint: disable=redefined-outer-name
+    venv = os.path.dirname(os.path.dirname(build_venv))
+    rc, out = run_local(role_vars(tmp_path, venv, **bad))
+    assert rc != 0 and message in out, out[-3000:]
+    assert "Traceback" not in out

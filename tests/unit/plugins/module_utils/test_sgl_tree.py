@@ -66,7 +66,7 @@ def test_fetchcontent_var(name, var):
 @pytest.mark.parametrize("arch, number", [
     ("sm_120a", "120"), ("compute_120a", "120"), ("120", "120"), ("120a", "120"), ("120f", "120"),
     ("12.0", "120"), ("12.0a", "120"), ("9.0", "90"), ("10.3", "103"), ("90a-real", "90"),
-    ("sm_", None), ("", None), ("twelve", None), ("12.0.1", None),
+    ("sm_", None), ("", None), ("twelve", None), ("12.0.1", None), ("sm_12x", None), ("12.0x", None),
 ])
 def test_arch_number(arch, number):
     assert arch_number(arch) == number
