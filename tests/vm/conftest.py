@@ -45,8 +45,8 @@ class Node:
     def run(self, command, timeout=180, check=False, stdin=None):
         proc = vmlib.ssh(self.entry, command, timeout=timeout, stdin=stdin)
         if check and proc.returncode != 0:
-            raise AssertionError("%s: `%s` exited %d: %s%s" % (self.name, command, proc.returncode, proc.stdout,
-                                                                proc.stderr))
+            raise AssertionError("%s: `%s` exited %d: %s%s"
+                                 % (self.name, command, proc.returncode, proc.stdout, proc.stderr))
         return proc
 
     def out(self, command, timeout=180):
@@ -59,8 +59,8 @@ class Node:
     def put_tree(self, local_dir, remote_dir):
         """Copy a local directory to the node (tar over ssh), replacing what was there."""
         tar = subprocess.run(["tar", "-C", local_dir, "-cf", "-", "."], stdout=subprocess.PIPE, check=True)
-        proc = subprocess.run(vmlib.ssh_base(self.entry) + ["rm -rf %s && mkdir -p %s && tar -C %s -xf -"
-                                                           % (remote_dir, remote_dir, remote_dir)],
+        unpack = "rm -rf %s && mkdir -p %s && tar -C %s -xf -" % (remote_dir, remote_dir, remote_dir)
+        proc = subprocess.run(vmlib.ssh_base(self.entry) + [unpack],
                               input=tar.stdout, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120,
                               check=False)
         assert proc.returncode == 0, proc.stderr

@@ -325,8 +325,8 @@ def wait(timeout=IMAGE_TIMEOUT + BOOT_TIMEOUT):
         if not _pid_alive(state.get("up_pid", 0)):
             state = read_state()
             if state["status"] not in ("ready", "failed"):
-                raise VMError("the VM start process (pid %s) died; see %s" % (state.get("up_pid"),
-                                                                            os.path.join(run_dir(), "up.log")))
+                raise VMError("the VM start process (pid %s) died; see %s"
+                              % (state.get("up_pid"), os.path.join(run_dir(), "up.log")))
             continue
         if time.time() > deadline:
             raise VMError("VMs not ready after %ds: %s" % (timeout, json.dumps(state.get("nodes"))))
@@ -355,7 +355,7 @@ def down(quiet=False):
         rss, hwm = qemu_memory(pid)
         entry.update(host_rss_bytes=rss, host_peak_rss_bytes=hwm)
         os.kill(pid, signal.SIGTERM)
-        for _ in range(100):
+        for dummy in range(100):
             if not _pid_alive(pid):
                 break
             time.sleep(0.1)
