@@ -86,3 +86,25 @@ def test_readiness_is_judged_by_the_user_slice_memory_max(vms):
     finally:
         for node in vms.nodes.values():
             node.run("systemctl set-property --runtime user-0.slice MemoryMax=infinity")
+
+
+def test_readiness_flags_an_oom_kill_in_a_system_service(vms):
+    """A real OOM kill in a service of the node (not in the ssh session's scope, not in a guarded build's scope)
+    is the node's: recent_oom must hold it back. On systemd the session runs in user.slice/.../session-N.scope,
+    so "the node's own cgroup" is not where the ssh session sits."""
+    unit = "gpufleet-vm-oomtest"
+    for name, node in sorted(vms.nodes.items()):
+        node.run("systemd-run --unit=%s --collect --wait -p MemoryMax=64M -p MemorySwapMax=0 "
+                 "python3 -c 'b = bytearray(256 << 20)'" % unit, timeout=300)
+        log = node.out("dmesg | grep -E 'oom-kill:.*%s' || true" % unit)
+        assert "oom_memcg=/system.slice/%s.service" % unit in log, (name, log)
+    results = vms.adhoc("all", "gpufleet.preflight.readiness", {
+        "profiles": ["build"], "oom_window_minutes": 60, "min_available_memory": "100MiB",
+        "fail_when_not_ready": False})
+    problems = []
+    for name in sorted(vms.nodes):
+        checks = dict((c["name"], c) for c in results[name].get("checks", []))
+        check = checks.get("recent_oom")
+        if not check or check["status"] != "failed" or "/system.slice/%s.service" % unit not in check["message"]:
+            problems.append("%s: recent_oom %s" % (name, check))
+    assert not problems, "\n".join(problems)
