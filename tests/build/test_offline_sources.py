@@ -73,3 +73,12 @@ def test_offline_dir_from_repositories_at_pinned_commits(tmp_path):
 def test_bad_input_is_refused(variables):
     rc, out = run(variables)
     assert rc != 0 and "prepare_offline_sources: bad input" in out, out[-3000:]
+
+
+def test_dir_that_is_a_file_and_hosts_matching_nothing_are_named(tmp_path):
+    target = tmp_path / "file"
+    target.write_text("x")
+    rc, out = run({"offline_sources_dir": str(target), "offline_sources": [{"name": "a", "repo": "file:///nonexistent", "version": "v"}]})
+    assert rc != 0 and "offline_sources_dir %s exists and is not a directory" % target in out, out[-3000:]
+    rc, out = run({"offline_sources_dir": str(tmp_path / "d"), "offline_sources": [], "offline_sources_hosts": "nosuch-group"})
+    assert rc != 0 and 'offline_sources_hosts "nosuch-group" matches no host' in out, out[-3000:]

@@ -268,6 +268,12 @@ def bad_input_cases():
         ("torch-cpu", {"build_deps_torch_version": "2.9.1+cpu"}, 'build_deps_torch_version "2.9.1+cpu" is not a pinned torch version'),
         ("torch-cuda-mismatch", {"build_deps_torch_version": "2.9.1+cu128"}, "is a CUDA 12 build but nvcc"),
         ("no-index-no-links", {"build_deps_pip_no_index": True}, "build_deps_pip_no_index is true but build_deps_pip_find_links is empty"),
+        # the bad-input sweep's findings (tests/sweep): each refused naming the variable
+        ("cmake-min-abc", {"build_deps_cmake_min_version": "abc"}, "build_deps_cmake_min_version must be a version like 3.31"),
+        ("python-missing", {"build_deps_python": "/nonexistent/python"}, "build_deps_python /nonexistent/python does not exist"),
+        ("gpu-arch-typo", {"build_deps_gpu_archs": ["sm_12x"]}, "build_deps_gpu_archs must be names like sm_120a"),
+        ("index-not-url", {"build_deps_pip_index_url": "not a url"}, "build_deps_pip_index_url must be a URL"),
+        ("cuda-home-relative", {"build_deps_cuda_home": "relative/cuda"}, "build_deps_cuda_home must be an absolute path"),
     ]
 
 
