@@ -7,7 +7,7 @@ COLLECTION := $(COLLECTIONS)/ansible_collections/gpufleet/preflight
 export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 export PATH := $(BIN):$(PATH)
 
-.PHONY: setup preflight test system-deps sanity units integration lint build-check host build roles fleet vm bench clean
+.PHONY: setup preflight test system-deps sanity units integration lint build-check host build roles fleet sweep vm bench field-test clean
 
 setup: $(VENV)/.installed $(COLLECTION)
 
@@ -30,12 +30,16 @@ test: setup system-deps
 system-deps:
 	tests/system-deps.sh
 
-sanity units integration lint build-check host build roles fleet: setup
+sanity units integration lint build-check host build roles fleet sweep: setup
 	tests/run-all.sh $@
 
 # The VM stage alone (root, QEMU, debootstrap; images cached in /var/cache/gpufleet-vm): tests/vm/README.md.
 vm: setup system-deps
 	tests/run-all.sh vm
+
+# The real sgl-kernel tree (not in CI: it needs the sources): SGL_SRC, SGL_OFFLINE, SGL_VENV as bench/field_test.sh says.
+field-test: setup
+	bench/field_test.sh
 
 bench: setup system-deps
 	bench/run-all.sh
