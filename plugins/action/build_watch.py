@@ -72,6 +72,19 @@ def check_numbers(args):
         raise AnsibleActionFail("status_every must be between 1 and 1000 polls, got %r" % args["status_every"])
 
 
+def check_report_dir(args):
+    """Refuse a report_dir that can never hold the report before anything is watched (not after an hour's build):
+    blank, a NUL byte, or an existing path that is not a directory."""
+    report_dir = args["report_dir"]
+    if not args["write"] or report_dir is None:
+        return
+    if not report_dir.strip() or "\x00" in report_dir:
+        raise AnsibleActionFail("report_dir: %r is not a directory path" % report_dir)
+    path = os.path.abspath(os.path.expanduser(report_dir))
+    if os.path.lexists(path) and not os.path.isdir(path):
+        raise AnsibleActionFail("report_dir: %s exists and is not a directory; nothing was written" % path)
+
+
 def short_error(exc):
     """One short line for a connection error: ssh's own reason (``[Errno 32] Broken pipe``, ``Connection
     refused``) rather than Ansible's sentence around it."""
@@ -213,6 +226,7 @@ class ActionModule(ActionBase):
         task_vars = task_vars or {}
         _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         check_numbers(args)
+        check_report_dir(args)
         jobs = check_jobs(args["jobs"], args["status_paths"])
         hostvars = task_vars.get("hostvars") or {}
         watches = {}
@@ -227,6 +241,7 @@ class ActionModule(ActionBase):
         last_lines, previous_count = None, 0
         lock = threading.Lock()
         polls = 0
+        nodes = {}  # jobs {}: nothing to follow, an empty report
         with ThreadPoolExecutor(max_workers=max(1, min(len(watches), 16))) as pool:
             while watches:
                 polls += 1

@@ -75,6 +75,24 @@ def test_an_unwritable_report_dir_is_named(tmp_path):
         action.write_reports(str(tmp_path / "file" / "sub"), report())
 
 
+@pytest.mark.parametrize("report_dir, message", [
+    ("   ", "report_dir: '   ' is not a directory path"),
+    ("/tmp\x00x", "report_dir: .* is not a directory path"),
+    ("FILE", "report_dir: .*file exists and is not a directory"),
+])
+def test_a_report_dir_that_cannot_hold_the_report_is_refused_before_the_watch(tmp_path, report_dir, message):
+    (tmp_path / "file").write_text("")
+    report_dir = str(tmp_path / "file") if report_dir == "FILE" else report_dir
+    with pytest.raises(AnsibleActionFail, match=message):
+        action.check_report_dir({"report_dir": report_dir, "write": True})
+    action.check_report_dir({"report_dir": report_dir, "write": False})   # not written: not looked at
+    action.check_report_dir({"report_dir": str(tmp_path / "missing"), "write": True})   # made at the end
+
+
+def test_an_empty_report_for_no_jobs():
+    assert view.build_report({}, finished="now")["summary"]["done"] == 0
+
+
 @pytest.mark.parametrize("message, expected", [
     ("Data could not be sent to remote host '127.0.0.12'. Make sure this host can be reached over SSH: "
      "[Errno 32] Broken pipe", "[Errno 32] Broken pipe"),
