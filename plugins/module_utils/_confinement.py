@@ -319,6 +319,7 @@ class SystemdConfinement(Confinement):
         self.version = None
         self.attempts = 0
         self.scope = None
+        self.last_cgroup = None
 
     def prepare(self):
         if not os.path.isdir(os.path.join(self.root, "run/systemd/system")):
@@ -353,11 +354,12 @@ class SystemdConfinement(Confinement):
         self.cgroup = CgroupDir(where["dir"], where["version"], where["mountpoint"])
 
     def cleanup(self):
-        # --collect: the scope goes with its last process, which the caller has just released or killed
-        self.cgroup = None
+        # --collect: the scope goes with its last process, which the caller has just released or killed;
+        # what it was stays describable for the result
+        self.last_cgroup, self.cgroup = self.cgroup or self.last_cgroup, None
         return None
 
     def describe(self):
-        info = super(SystemdConfinement, self).describe()
-        info.update(unit=(self.scope or self.unit) + ".scope", systemd_version=self.version)
-        return info
+        cgroup = self.cgroup or self.last_cgroup
+        return {"strategy": self.name, "cgroup": cgroup.describe() if cgroup else None,
+                "unit": (self.scope or self.unit) + ".scope", "systemd_version": self.version}

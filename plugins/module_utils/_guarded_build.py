@@ -242,6 +242,8 @@ class GuardedBuild(object):
             if build is not None and build.process.returncode is None:
                 build.kill()
                 build.release()
+            # described before cleanup: a systemd scope is gone with its last process, its path with it
+            cgroup = self.confinement.describe().get("cgroup")
             error = self.confinement.cleanup()
             if error:
                 self.warnings.append("could not remove the build cgroup: %s" % error)
@@ -253,7 +255,6 @@ class GuardedBuild(object):
                              "see %s" % (self.confinement.name, (self.confinement.prefix_argv or ["/bin/sh"])[0],
                                          outcome["rc"], self.log_path))
         attempt_text = state.read_log_tail(self.log_path, 1 << 20, start=log_start)
-        cgroup = self.confinement.describe().get("cgroup")
         outcome["kernel_oom_lines"] = oom_lines_in_cgroup(messages, cgroup["path"]) if cgroup else []
         kind, why = engine.classify_attempt(outcome["rc"], outcome["timed_out"], outcome["interrupted"],
                                             outcome["watchdog"], outcome["oom_kills"], outcome["kernel_oom_lines"])
@@ -369,6 +370,9 @@ class GuardedBuild(object):
 
     def _finish(self, result, attempts, jobs, failure, digest, config):
         duration = round(time.time() - self.started, 2)
+        if attempts:  # a scope per attempt: the result names the last one that ran
+            result["confinement"].update(self.confinement.describe())
+            result["cgroup"] = result["confinement"]["cgroup"]
         peaks = [a["peak_memory_bytes"] for a in attempts if a.get("peak_memory_bytes")]
         peak = max(peaks) if peaks else None
         result.update(

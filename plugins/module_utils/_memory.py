@@ -25,6 +25,7 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._cgroupfs impor
     under_root,
 )
 from ansible_collections.gpufleet.preflight.plugins.module_utils._human import with_human
+from ansible_collections.gpufleet.preflight.plugins.module_utils._paths import is_within
 
 # cgroup v1 writes "no limit" as PAGE_COUNTER_MAX * PAGE_SIZE (9223372036854771712 on 4 KiB
 # pages, other values on other page sizes); anything this large is no limit at all.
@@ -205,7 +206,7 @@ def _read_parsed(root, node_path, parser, errors, fallback):
 
 def _empty_cgroup(errors):
     cgroup = {
-        "version": None, "path": None, "dir": None, "limit_dir": None,
+        "version": None, "path": None, "dir": None, "limit_dir": None, "limit_path": None,
         "oom": None, "oom_kill": None, "errors": errors,
     }
     for name in ("limit", "high", "usage", "inactive_file", "working_set", "available"):
@@ -233,6 +234,20 @@ def _read_usage(root, directory, version, errors):
     return usage, inactive
 
 
+def limit_path(path, directory, limit_dir):
+    """The cgroup path (as ``/proc/self/cgroup`` and the kernel's OOM lines name it) of the level whose limit
+    binds: the node's memory domain. ``limit_dir`` is ``directory`` or one of its ancestors, so the path loses
+    as many components as the directory does. None when nothing limits; ``path`` itself when the limit is v1's
+    ``hierarchical_memory_limit`` (an ancestor this view cannot see)."""
+    if not limit_dir or path is None or directory is None:
+        return None
+    if not is_within(directory, limit_dir):
+        return path
+    levels_up = len([part for part in directory[len(limit_dir.rstrip("/")):].split("/") if part])
+    parts = [part for part in path.split("/") if part]
+    return "/" + "/".join(parts[:max(0, len(parts) - levels_up)])
+
+
 def read_cgroup_memory(root, version, path, directory, mount_point, errors):
     """The ``cgroup`` dict for a located memory cgroup; every unreadable file lands in ``errors``.
 
@@ -255,10 +270,12 @@ def read_cgroup_memory(root, version, path, directory, mount_point, errors):
     cgroup.update(with_human("working_set", own_working_set))
 
     limits, headroom = [], []  # (level, bytes) innermost first: the tightest of each counts
+    v2_mount_root = mount_point.rstrip("/") or "/"
     for level in ancestors(directory, mount_point):
-        if version == 2 and level == (mount_point.rstrip("/") or "/"):
-            break  # the v2 root cgroup has no memory.max: it is never limited
-        level_limit = _read_parsed(root, level + "/" + names["limit"], parse_limit, errors,
+        # The host's v2 root cgroup has no memory.max (never limited): its absence there is no error. A cgroup
+        # namespace's root (what a container mounts) is a real cgroup whose memory.max is the container's limit.
+        level_errors = [] if version == 2 and level == v2_mount_root else errors
+        level_limit = _read_parsed(root, level + "/" + names["limit"], parse_limit, level_errors,
                                    "this level taken as unlimited")
         if level_limit is None:
             continue
@@ -282,6 +299,7 @@ def read_cgroup_memory(root, version, path, directory, mount_point, errors):
     available, _where = tightest(headroom)
 
     cgroup["limit_dir"] = limit_dir
+    cgroup["limit_path"] = limit_path(path, directory, limit_dir)
     cgroup.update(with_human("limit", limit))
     cgroup.update(with_human("available", available))
 

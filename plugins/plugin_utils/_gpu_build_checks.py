@@ -14,6 +14,7 @@ __metaclass__ = type
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._confinement import CGROUP_PREFIX as GUARDED_BUILD_CGROUP_PREFIX
 from ansible_collections.gpufleet.preflight.plugins.module_utils._human import human, parse_size
+from ansible_collections.gpufleet.preflight.plugins.module_utils._paths import is_within
 from ansible_collections.gpufleet.preflight.plugins.module_utils._toolchain import split_arch, supports, version_at_least, version_tuple
 from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _readiness_options
 from ansible_collections.gpufleet.preflight.plugins.plugin_utils._checks import result, skipped, unknown
@@ -339,18 +340,23 @@ def check_disk_space(facts, policy):
     return result(name, not problems, observed, expected, "; ".join(problems + unknowns), "build")
 
 
-def concerns_node(kill, own_cgroup):
-    """Whether an OOM kill happened to this node: a global OOM, or one inside its own memory cgroup.
+def node_memory_domain(memory):
+    """The cgroup path whose OOM kills are this node's: the level whose limit binds it (a container, a fleet
+    node's cgroup: ``cgroup.limit_path``). With no cgroup limit the node is the whole machine (``/``): on a
+    systemd host ssh lands in a session scope, yet a kill in ``system.slice`` is still this node's."""
+    return ((memory or {}).get("cgroup") or {}).get("limit_path") or "/"
+
+
+def concerns_node(kill, domain):
+    """Whether an OOM kill happened to this node: a global OOM, or one inside its memory domain.
 
     Containers on one host share the kernel log; a kill in a neighbour's cgroup is not this node's.
-    Without a known cgroup (or a kill line naming none) every kill counts.
+    Without a known domain (or a kill line naming no cgroup) every kill counts.
     """
-    if kill.get("global") or not own_cgroup or own_cgroup == "/":
-        return True
     where = kill.get("cgroup") or kill.get("oom_cgroup")
-    if not where:
+    if kill.get("global") or not domain or not where:
         return True
-    return where == own_cgroup or where.startswith(own_cgroup.rstrip("/") + "/")
+    return is_within(where, domain)
 
 
 def confined_to_guarded_build(kill):
@@ -369,9 +375,9 @@ def check_recent_oom(facts, policy):
     events, why = _kernel_events(facts, name, expected, "build")
     if why:
         return why
-    own_cgroup = ((facts.get("memory") or {}).get("cgroup") or {}).get("path")
+    domain = node_memory_domain(facts.get("memory"))
     in_window = [kill for kill in events.get("oom_kills") or []
-                 if (kill.get("age_seconds") is None or kill["age_seconds"] <= minutes * 60) and concerns_node(kill, own_cgroup)]
+                 if (kill.get("age_seconds") is None or kill["age_seconds"] <= minutes * 60) and concerns_node(kill, domain)]
     recent = [kill for kill in in_window if not confined_to_guarded_build(kill)]
     confined = len(in_window) - len(recent)
     note = ""

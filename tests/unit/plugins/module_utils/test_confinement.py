@@ -67,3 +67,17 @@ def test_systemd_is_unavailable_without_systemd_as_pid1(tmp_path):
     with pytest.raises(Unavailable) as err:
         strategy.prepare()
     assert "PID 1 is not systemd" in str(err.value)
+
+
+def test_a_collected_scope_stays_described_after_cleanup(tmp_path):
+    """The scope is gone with its last process; the attempt's kernel lines and the result still need its path."""
+    strategy = SystemdConfinement("gpufleet-build-x-0a1b", 1 << 30, 0, root=str(tmp_path), find=None, run=None)
+    assert strategy.describe()["cgroup"] is None and strategy.describe()["unit"] == "gpufleet-build-x-0a1b.scope"
+    strategy.scope = "gpufleet-build-x-0a1b-812-2"
+    scope_dir = tmp_path / "system.slice" / (strategy.scope + ".scope")
+    scope_dir.mkdir(parents=True)
+    strategy.cgroup = CgroupDir(str(scope_dir), 2, str(tmp_path))
+    assert strategy.cleanup() is None and strategy.cgroup is None
+    described = strategy.describe()
+    assert described["cgroup"]["path"] == "/system.slice/gpufleet-build-x-0a1b-812-2.scope"
+    assert described["unit"] == "gpufleet-build-x-0a1b-812-2.scope"

@@ -17,6 +17,7 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._memory import 
     effective_view,
     free_view,
     inactive_file_from_stat,
+    limit_path,
     parse_flat_keyed,
     parse_meminfo,
     parse_oom_kill_count,
@@ -117,7 +118,8 @@ def test_parse_pressure():
 # collect_memory on fixture trees
 # --------------------------------------------------------------------------------------------
 
-UNLIMITED_CGROUP = {"cgroup.limit_bytes": None, "cgroup.limit_dir": None, "cgroup.available_bytes": None}
+UNLIMITED_CGROUP = {"cgroup.limit_bytes": None, "cgroup.limit_dir": None, "cgroup.limit_path": None,
+                    "cgroup.available_bytes": None}
 
 CASES = [
     ("seed_449g", dict(UNLIMITED_CGROUP, **{
@@ -141,7 +143,7 @@ CASES = [
     })),
     ("v1_nested_ancestor", {
         "cgroup.dir": V1_MEMORY + "/a/b/c", "cgroup.limit_bytes": 4 * GiB, "cgroup.limit_dir": V1_MEMORY + "/a/b",
-        "cgroup.usage_bytes": GiB,
+        "cgroup.limit_path": "/a/b", "cgroup.usage_bytes": GiB,
         "cgroup.available_bytes": GiB,  # b: 4 GiB - 3 GiB used by b and its other children
         "effective.total_bytes": 4 * GiB, "effective.available_bytes": GiB, "effective.limited_by": "cgroup",
     }),
@@ -172,6 +174,14 @@ CASES = [
         "cgroup.version": 2, "cgroup.path": "/", "cgroup.dir": "/sys/fs/cgroup", "cgroup.usage_bytes": None,
         "cgroup.inactive_file_bytes": 4096, "effective.limited_by": "host", "errors": [],
     })),
+    # a privileged container's cgroup namespace: its mount root is a real cgroup, limited by its memory.max
+    ("v2_namespace_root", {
+        "cgroup.version": 2, "cgroup.path": "/", "cgroup.dir": "/sys/fs/cgroup", "cgroup.limit_bytes": 600 * MiB,
+        "cgroup.limit_dir": "/sys/fs/cgroup", "cgroup.limit_path": "/", "cgroup.working_set_bytes": 150 * MiB,
+        "cgroup.available_bytes": 450 * MiB, "cgroup.oom_kill": 1, "cgroup.oom": 1,
+        "effective.total_bytes": 600 * MiB, "effective.available_bytes": 450 * MiB, "effective.limited_by": "cgroup",
+        "errors": [],
+    }),
     ("v2_without_memory_v1_memory", {
         "cgroup.version": 1, "cgroup.path": "/process_api/27dd", "cgroup.dir": V1_MEMORY + "/process_api/27dd",
         "cgroup.limit_bytes": 2 * GiB, "effective.total_bytes": 2 * GiB, "errors": [],
@@ -305,3 +315,17 @@ def test_working_set(usage, inactive, expected):
 def test_effective_view(host, cgroup, expected):
     view = effective_view({"total_bytes": host[0], "available_bytes": host[1]}, cgroup)
     assert (view["total_bytes"], view["available_bytes"], view["limited_by"]) == expected
+
+
+@pytest.mark.parametrize("path, directory, limit_dir, expected", [
+    ("/a/b/c", "/sys/fs/cgroup/a/b/c", "/sys/fs/cgroup/a/b/c", "/a/b/c"),
+    ("/a/b/c", "/sys/fs/cgroup/a/b/c", "/sys/fs/cgroup/a/b", "/a/b"),
+    ("/a/b/c", "/sys/fs/cgroup/a/b/c", "/sys/fs/cgroup", "/"),
+    # a container that mounts only its own sub-tree: directory components map to the path's last ones
+    ("/docker/abc/build", "/sys/fs/cgroup/memory/build", "/sys/fs/cgroup/memory", "/docker/abc"),
+    ("/docker/abc/build", "/sys/fs/cgroup/memory/build",
+     "/sys/fs/cgroup/memory/build/memory.stat:hierarchical_memory_limit", "/docker/abc/build"),
+    ("/a", "/sys/fs/cgroup/a", None, None),
+])
+def test_limit_path_names_the_binding_level(path, directory, limit_dir, expected):
+    assert limit_path(path, directory, limit_dir) == expected

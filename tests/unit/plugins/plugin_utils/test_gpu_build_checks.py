@@ -221,14 +221,34 @@ def test_checks_tuple_names_are_unique_and_profiled():
     ({"global": False, "cgroup": None}, "/fleet/node1", True),
     ({"global": False, "cgroup": "/anything"}, "/", True),
     ({"global": False, "cgroup": "/anything"}, None, True),
+    ({"global": False, "cgroup": "/fleet/node1x"}, "/fleet/node1", False),
+    ({"global": False, "oom_cgroup": "/system.slice/x.service"}, "/", True),
 ])
-def test_oom_kill_concerns_only_its_own_cgroup(kill_entry, own, concerns):
+def test_oom_kill_concerns_only_its_memory_domain(kill_entry, own, concerns):
     assert nc.concerns_node(kill_entry, own) is concerns
+
+
+@pytest.mark.parametrize("memory, domain", [
+    ({"cgroup": {"path": "/fleet/node1/sshd", "limit_path": "/fleet/node1"}}, "/fleet/node1"),
+    # a systemd host without a cgroup limit: ssh's session scope is not the node, the machine is
+    ({"cgroup": {"path": "/user.slice/user-0.slice/session-4.scope", "limit_path": None}}, "/"),
+    ({"cgroup": {"path": "/", "limit_path": "/"}}, "/"),
+    ({}, "/"),
+    (None, "/"),
+])
+def test_node_memory_domain_is_the_binding_limit(memory, domain):
+    assert nc.node_memory_domain(memory) == domain
 
 
 def test_recent_oom_ignores_a_neighbours_kill():
     facts = {"kernel_events": events(oom=[dict(kill(60), cgroup="/fleet/node2")]),
-             "memory": {"cgroup": {"path": "/fleet/node1"}}}
+             "memory": {"cgroup": {"path": "/fleet/node1/ssh", "limit_path": "/fleet/node1"}}}
     assert nc.check_recent_oom(facts, {})["status"] == "ok"
-    facts["memory"]["cgroup"]["path"] = "/fleet/node2"
+    facts["memory"]["cgroup"]["limit_path"] = "/fleet/node2"
+    assert nc.check_recent_oom(facts, {})["status"] == "failed"
+
+
+def test_recent_oom_on_an_unlimited_systemd_host_counts_a_system_service_kill():
+    facts = {"kernel_events": events(oom=[dict(kill(60), cgroup="/system.slice/oomtest.service")]),
+             "memory": {"cgroup": {"path": "/user.slice/user-0.slice/session-4.scope", "limit_path": None}}}
     assert nc.check_recent_oom(facts, {})["status"] == "failed"
