@@ -158,6 +158,12 @@ def check_written_forms(args):
     for name in args.get("build_process_names") or []:
         if not str(name).strip() or "\0" in str(name) or "/" in str(name):
             raise ValueError("build_process_names: %r is not an executable name (no path, NUL or blank)" % (name,))
+    for code in args.get("fatal_xids") or []:
+        if not 0 < code < 2 ** 31:
+            raise ValueError("fatal_xids: %r is not an NVIDIA Xid code (a positive number such as 79)" % (code,))
+    for name in args.get("allowed_gpu_compute_apps") or []:
+        if not str(name).strip() or "\0" in str(name):
+            raise ValueError("allowed_gpu_compute_apps: %r is not a process name or path (NUL or blank)" % (name,))
 
 
 _FROM_CHILDREN = ("function_expression", "or_expression", "and_expression", "not_expression", "comparator",

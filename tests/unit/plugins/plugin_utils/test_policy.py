@@ -266,6 +266,10 @@ def test_process_names_with_control_characters_are_escaped_in_the_message():
     ({"build_path": "/tmp\x00x"}, "build_path: '/tmp\\x00x' is not a path"),
     ({"toolchain_python": "   "}, "toolchain_python: '   ' is not a path"),
     ({"build_process_names": ["ninja\x00"]}, "build_process_names: 'ninja\\x00' is not an executable name"),
+    ({"fatal_xids": [79, -1]}, "fatal_xids: -1 is not an NVIDIA Xid code"),
+    ({"fatal_xids": [0]}, "fatal_xids: 0 is not an NVIDIA Xid code"),
+    ({"allowed_gpu_compute_apps": [""]}, "allowed_gpu_compute_apps: '' is not a process name"),
+    ({"allowed_gpu_compute_apps": ["dcgm\x00"]}, "allowed_gpu_compute_apps: 'dcgm\\x00' is not a process name"),
     ({"wait": 1e99}, "wait: must be 0 to 86400 seconds"),
     ({"custom_checks": [{"name": "c", "query": "memory", "min": float("nan")}]}, "custom_checks[0] (c): min must be a finite"),
 ])
@@ -276,6 +280,7 @@ def test_typos_are_refused_by_name(overrides, words):
 
 
 @pytest.mark.parametrize("overrides", [{"nvcc_arch": "compute_120"}, {"cmake_policy_version_minimum": ""},
-                                       {"min_driver_version": None}, {"min_free_disk": "20g"}, {"compute_capability": None}])
+                                       {"min_driver_version": None}, {"min_free_disk": "20g"}, {"compute_capability": None},
+                                       {"fatal_xids": [48, 79]}, {"allowed_gpu_compute_apps": ["dcgm-exporter", "/usr/bin/x"]}])
 def test_documented_forms_still_pass(overrides):
     policy(**overrides)
