@@ -80,7 +80,8 @@ def test_default_confinement_backs_off_inside_a_systemd_scope(vms):
             assert attempts[-1]["rc"] == 0 and not attempts[-1]["oom"], attempts[-1]
             assert result["final_jobs"] <= 2, result["final_jobs"]
             assert result["memory_limit_bytes"] == 400 * MIB
-            assert result["peak_memory_bytes"] <= 400 * MIB, result["peak_memory_bytes"]
+            # memory.peak may pass memory.max by a few pages: charges the kernel cannot fail (seen: +4 KiB on 6.1)
+            assert result["peak_memory_bytes"] <= 400 * MIB + 256 * 1024, result["peak_memory_bytes"]
             assert node.out("ls %s/hungry/build | grep -c '^unit_.*\\.o$'" % WORK).strip() == str(STEPS)
 
             # the kernel's word: every OOM kill since the marker is a compile step (hog) inside one of the
