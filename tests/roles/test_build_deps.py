@@ -261,6 +261,20 @@ def test_wheelhouse_only_install(workdir, monkeypatch):
     assert version_tuple(facts["cmake"]["version"])[:2] == (3, 31)
 
 
+def test_index_credentials_never_reach_the_output(workdir, monkeypatch):
+    """A pip index URL with credentials (issue 12 item 7): pip gets it through its environment, so a failed install
+    prints neither the password nor the URL's user part, only pip's own masked form."""
+    monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)  # no find-links from this host's pip config: the index must fail
+    monkeypatch.setenv("PIP_RETRIES", "0")
+    run = run_role(workdir, {"build_deps_venv": str(workdir / "secret" / "venv"),
+                             "build_deps_pip_index_url": "http://builder:s3cr3t-t0ken@127.0.0.1:9/simple",
+                             "build_deps_pip_extra_index_urls": ["http://builder:s3cr3t-t0ken@127.0.0.2:9/simple"]},
+                   name="secret")
+    assert run.rc != 0, run
+    assert "pip" in run.output and "127.0.0.1" in run.output, run
+    assert "s3cr3t-t0ken" not in run.output, run
+
+
 def bad_input_cases():
     return [
         ("unsupported-os", {"build_deps_os_family": "Suse"}, "supports the OS families Debian and RedHat (apt and dnf); this node's family is Suse"),
