@@ -25,6 +25,7 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._build_engine i
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build_options import check_options
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build_plan import (
     default_reserve,
+    measured_memory_per_thread,
     memory_from_facts,
     plan_from_facts,
 )
@@ -42,6 +43,7 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._cpus import co
 from ansible_collections.gpufleet.preflight.plugins.module_utils._human import human
 from ansible_collections.gpufleet.preflight.plugins.module_utils._kernel_events import KmsgFollower, oom_lines_in_cgroup
 from ansible_collections.gpufleet.preflight.plugins.module_utils._memory import collect_memory
+from ansible_collections.gpufleet.preflight.plugins.module_utils._timeline import Timeline, current_step
 
 __all__ = ["BuildError", "GuardedBuild", "Interrupted"]
 
@@ -222,8 +224,11 @@ class GuardedBuild(object):
                         now = time.time()
                         if now >= next_status:
                             next_status = now + self.params["status_interval"]
+                            tail = state.read_log_tail(self.log_path, 8192, start=log_start)  # this attempt's lines
+                            self.timeline.add(now - self.started, usage, jobs, attempt)
                             self.write_status(state="running", attempt=attempt, jobs=jobs, build_pgid=build.pgid,
-                                              progress=engine.parse_progress(state.read_log_tail(self.log_path, 8192)),
+                                              progress=engine.parse_progress(tail), step=current_step(tail),
+                                              timeline=self.timeline.to_list(),
                                               memory_bytes=usage, memory_human=human(usage),
                                               elapsed_seconds=round(now - self.started, 1))
                         if deadline and now > deadline and not outcome["timed_out"]:
@@ -344,6 +349,7 @@ class GuardedBuild(object):
                        "max_attempts": params["max_attempts"], "memory_limit_bytes": self.limit_bytes,
                        "memory_limit_human": human(self.limit_bytes), "started_at": self.started,
                        "attempts": attempts, "module_pid": os.getpid(), "confinement": self.confinement.name}
+        self.timeline = Timeline()  # memory and jobs over time, bounded (issue 14)
         failure = None
         try:
             for attempt in range(1, params["max_attempts"] + 1):
@@ -388,7 +394,10 @@ class GuardedBuild(object):
             try:
                 state.write_json_atomic(self.stamp_path, {
                     "fingerprint": digest, "config": config, "final_jobs": result["final_jobs"],
-                    "peak_memory_bytes": peak, "finished_at": time.time(), "artifacts": result["artifacts"]})
+                    "peak_memory_bytes": peak, "finished_at": time.time(), "artifacts": result["artifacts"],
+                    # what one nvcc thread took here: the next plan on this node starts from it (build_jobs)
+                    "measured": {"memory_per_thread_bytes": measured_memory_per_thread(attempts, self.nvcc_threads),
+                                 "nvcc_threads": self.nvcc_threads, "jobs": result["final_jobs"]}})
             except state.StateError as exc:
                 self.warnings.append("built, but the stamp could not be written (the next run builds again): %s" % exc)
             return result
