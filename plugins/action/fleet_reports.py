@@ -17,7 +17,7 @@ import time
 
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
-from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _report
+from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _html_report, _report
 
 ARGUMENT_SPEC = dict(
     results=dict(type="dict", required=True),
@@ -100,7 +100,7 @@ class ActionModule(ActionBase):
         if args["write"]:
             report_dir = resolve_report_dir(args["report_dir"], os.getcwd())
             renders = (("preflight.json", _report.render_json), ("preflight.xml", _report.render_junit),
-                       ("preflight.md", _report.render_markdown))
+                       ("preflight.md", _report.render_markdown), ("preflight.html", _html_report.render_preflight_html))
             foreign = foreign_files(report_dir, [name for name, _render in renders])
             if foreign:
                 raise AnsibleActionFail("report_dir: %s exist%s and %s not a report written by gpufleet.preflight; "

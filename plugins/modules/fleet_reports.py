@@ -10,13 +10,14 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 ---
 module: fleet_reports
-short_description: Write the fleet's readiness reports (JSON, JUnit XML, Markdown) on the controller
+short_description: Write the fleet's readiness reports (JSON, JUnit XML, Markdown, HTML) on the controller
 version_added: 0.1.0
 author: gpufleet.preflight contributors (@gpufleet)
 description:
   - Builds the fleet report from every host's registered M(gpufleet.preflight.readiness) result, writes
-    C(preflight.json), C(preflight.xml) (JUnit, one test case per host and check, unreachable hosts as errors) and
-    C(preflight.md) into O(report_dir) on the controller, and returns the console table and the
+    C(preflight.json), C(preflight.xml) (JUnit, one test case per host and check, unreachable hosts as errors),
+    C(preflight.md) and C(preflight.html) (self-contained - the table, the failed checks and memory bars per node, inline
+    SVG, no scripts, fonts or network) into O(report_dir) on the controller, and returns the console table and the
     O(max_not_ready) verdict.
   - The rendering is the pure code behind the P(gpufleet.preflight.fleet_report#filter) filters; this action only
     writes, in-process and atomically, so no module runs on any host.
@@ -29,7 +30,7 @@ options:
     required: true
   report_dir:
     description:
-      - Directory on the controller for the three report files; created when missing.
+      - Directory on the controller for the four report files; created when missing.
       - Unset, C(reports) in the current directory of the controller process (where ansible-playbook was started);
         a relative path is taken from there too.
       - Files are written with the controller's umask (like any file the user writes). An existing file of the same

@@ -22,6 +22,7 @@ SIGNATURES = {
     "preflight.json": b'{\n  "finished":',
     "preflight.xml": b'<testsuites name="gpufleet.preflight"',
     "preflight.md": b"# Fleet preflight\n",
+    "preflight.html": b"<!DOCTYPE html>\n<!-- gpufleet.preflight preflight report -->",  # _html_report
 }
 
 

@@ -31,13 +31,14 @@ def preflight(cwd, *extra, **kwargs):
 def test_without_pwd_the_reports_go_to_the_current_directory(tmp_path):
     run = preflight(tmp_path)
     assert run.returncode == 0, run.stdout
-    assert sorted(os.listdir(str(tmp_path / "reports"))) == ["preflight.json", "preflight.md", "preflight.xml"], run.stdout
+    assert sorted(os.listdir(str(tmp_path / "reports"))) == ["preflight.html", "preflight.json", "preflight.md",
+                                                           "preflight.xml"], run.stdout
 
 
 def test_reports_honour_the_umask(tmp_path):
     run = preflight(tmp_path, preexec_fn=lambda: os.umask(0o027))
     assert run.returncode == 0, run.stdout
-    for name in ("preflight.json", "preflight.md", "preflight.xml"):
+    for name in ("preflight.json", "preflight.md", "preflight.xml", "preflight.html"):
         assert stat.S_IMODE(os.stat(str(tmp_path / "reports" / name)).st_mode) == 0o640, name
 
 

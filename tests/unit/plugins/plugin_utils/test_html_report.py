@@ -103,3 +103,10 @@ def test_preflight_page():
     assert "Failed checks" in text and "min_available_memory" in text and "&lt;b&gt;needed&lt;/b&gt;" in text
     assert text.count('class="used"') == 2       # node3 was unreachable: no facts, no bar
     assert "1 ready, 1 not ready, 1 unreachable (of 3)" in text
+
+
+def test_the_report_signatures_agree():
+    """fleet_reports replaces an earlier preflight.html (and only that) by the signature _report keeps for it."""
+    assert _report.SIGNATURES["preflight.html"] == html.PREFLIGHT_SIGNATURE.encode()
+    assert view.REPORT_SIGNATURES["build.html"] == html.BUILD_SIGNATURE.encode()
+    assert _report.is_own_report("preflight.html", html.render_preflight_html(preflight_report()).encode()[:256])
