@@ -10,10 +10,13 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import glob
 import json
 import os
 import re
 import shutil
+import threading
+import time
 
 from fleetlib import REPO_ROOT, TIMINGS, run_playbook
 
@@ -90,3 +93,68 @@ def test_live_view_shows_every_node_the_backoffs_and_the_finish(fleet, tmp_path)
     assert all(len(report["nodes"][name]["timeline"]) >= 2 for name in names)
     html = open(os.path.join(report_dir, "build.html")).read()
     assert html.count('class="chart"') == 8 and "http://" not in html and "https://" not in html
+
+
+def wait_for(predicate, timeout, what):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if predicate():
+            return
+        time.sleep(0.2)
+    raise AssertionError("timed out waiting for %s" % what)
+
+
+def status_of(tmp_path, name):
+    path = os.path.join(str(tmp_path), "src-%s" % name, "build", "gpufleet-build.status.json")
+    try:
+        with open(path) as handle:
+            return json.load(handle)
+    except (IOError, OSError, ValueError):
+        return {}
+
+
+def test_second_build_plans_from_the_measurement_and_a_lost_node_does_not_stop_the_others(fleet, tmp_path):
+    """Three nodes build twice in the same directories. The first plan has no measurement: the default memory per
+    thread. The second plans from what the first measured (its reason says so). During the second, node3's
+    namespace is killed (sshd and build with it): its row turns unreachable, node1 and node2 finish."""
+    source = hungry_source(tmp_path)
+    common = dict(sgl_kernel_hosts="node1:node2:node3", sgl_kernel_jobs=0, sgl_kernel_memory_per_thread="100MiB",
+                  sgl_kernel_min_memory_per_thread="64MiB", sgl_kernel_report_dir="")
+    first = run_playbook(PLAYBOOK, fleet.inventory_path, timeout=600, extra_vars=build_vars(tmp_path, source, **common))
+    assert first.rc == 0, (first.stdout + first.stderr)[-6000:]
+    assert re.search(r"jobs=\d+: \S+ available - \S+ reserve over 1 thread x 100Mi \(memory allows", first.stdout), \
+        first.stdout[-6000:]
+    stamp_path = os.path.join(str(tmp_path), "src-node1", "build", ".gpufleet-build.stamp")
+    with open(stamp_path) as handle:
+        measured = json.load(handle)["measured"]["memory_per_thread_bytes"]
+    assert 100 * 1024 ** 2 <= measured <= 140 * 1024 ** 2, measured    # a 120 MiB step per thread, plus the shell
+    for name in ("node1", "node2", "node3"):  # make ninja compile again (the stamp stays)
+        for path in glob.glob(os.path.join(str(tmp_path), "src-%s" % name, "build", "unit_*.o")):
+            os.unlink(path)
+    outcome = {}
+
+    def second_run():
+        outcome["result"] = run_playbook(PLAYBOOK, fleet.inventory_path, timeout=600,
+                                         extra_vars=build_vars(tmp_path, source, **common))
+
+    runner = threading.Thread(target=second_run)
+    started = time.time()
+    runner.start()
+    try:
+        wait_for(lambda: (status_of(tmp_path, "node3").get("progress") or {}).get("done", 0) >= 2
+                 and status_of(tmp_path, "node3").get("updated_at", 0) > started, 300, "node3's second build to compile")
+        fleet["node3"].stop_sshd()
+    finally:
+        runner.join(600)
+    second = outcome["result"]
+    out = second.stdout + second.stderr
+    shown = "%dMi/thread + 25%%" % (measured // 1024 ** 2)
+    assert re.search(r"over 1 thread x \S+ \(measured %s, not the default 100Mi\)" % re.escape(shown), second.stdout), \
+        second.stdout[-6000:]
+    assert re.search(r"^node3 +unreachable ", second.stdout, re.M), second.stdout[-6000:]
+    for name in ("node1", "node2"):
+        rows = re.findall(r"^%s +(%s) " % (name, "|".join(PHASES)), second.stdout, re.M)
+        assert rows and rows[-1] == "done", (name, rows, out[-4000:])
+    assert re.search(r"node3 became unreachable during the build", out), out[-4000:]
+    recap = dict(re.findall(r"^(node\d)\s*:\s*ok=\d+\s+changed=\d+\s+unreachable=\d+\s+failed=(\d+)", second.stdout, re.M))
+    assert recap.get("node1") == "0" and recap.get("node2") == "0" and recap.get("node3") == "1", second.stdout[-3000:]
