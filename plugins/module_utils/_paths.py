@@ -14,6 +14,12 @@ __metaclass__ = type
 
 import posixpath
 
+# Where shared libraries live, relative to a root: Debian/Ubuntu multiarch, RHEL's lib64, /usr/local.
+SYSTEM_LIB_DIRS = (
+    "usr/lib/x86_64-linux-gnu", "usr/lib/aarch64-linux-gnu", "usr/lib64", "usr/lib", "lib/x86_64-linux-gnu",
+    "lib/aarch64-linux-gnu", "lib64", "lib", "usr/local/lib", "usr/local/lib64",
+)
+
 
 def _clean(path):
     """``/a//b/./c/`` -> ``/a/b/c``; ``None`` or ``""`` -> None (a path nobody named is within nothing)."""

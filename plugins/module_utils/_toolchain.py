@@ -19,6 +19,8 @@ from concurrent.futures import ThreadPoolExecutor
 import re
 import sys
 
+from ansible_collections.gpufleet.preflight.plugins.module_utils._cuda_libraries import collect_cuda_libraries, cuda_versions_match
+from ansible_collections.gpufleet.preflight.plugins.module_utils._paths import SYSTEM_LIB_DIRS
 from ansible_collections.gpufleet.preflight.plugins.module_utils._run import find_executable, run_with_timeout, search_path
 
 _VERSION_RE = re.compile(r"([0-9]+(?:\.[0-9]+)+)")
@@ -28,10 +30,6 @@ _ARCH_RE = re.compile(r"^(sm|compute|lto)_([0-9]+)([af]?)$")
 # Where CUDA and compilers live when a non-login shell's PATH misses them.
 EXTRA_TOOL_DIRS = ("/usr/local/cuda/bin", "/usr/local/bin", "/usr/bin", "/bin", "/opt/cuda/bin")
 NUMA_HEADER_DIRS = ("usr/include", "usr/local/include")
-LIB_DIRS = (
-    "usr/lib/x86_64-linux-gnu", "usr/lib/aarch64-linux-gnu", "usr/lib64", "usr/lib", "lib/x86_64-linux-gnu",
-    "lib/aarch64-linux-gnu", "lib64", "lib", "usr/local/lib", "usr/local/lib64",
-)
 
 # Runs inside the build's Python: import, never install; one JSON line after a marker, so warnings
 # that torch prints on import do not break parsing.
@@ -335,7 +333,7 @@ def collect_numa(root="/"):
             header = candidate
             break
     libraries = []
-    for directory in LIB_DIRS:
+    for directory in SYSTEM_LIB_DIRS:
         libraries.extend(sorted(glob.glob(os.path.join(root, directory, "libnuma.so*"))))
     linkable = [lib for lib in libraries if os.path.basename(lib) == "libnuma.so"]
     library = (linkable or libraries or [None])[0]
@@ -378,99 +376,3 @@ def collect_toolchain(run=run_with_timeout, python=None, timeout=30, search_path
     found["cuda_libraries"] = collect_cuda_libraries(found["nvcc"].get("path"), python_entry.get("executable") or python_entry.get("path"), root)
     found["cuda_libraries"]["torch_matches_nvcc"] = cuda_versions_match(torch.get("cuda"), found["nvcc"].get("cuda_version"))
     return found
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# CUDA libraries a torch extension build links against (issue 13): the CUDA toolkit may lack them, torch's pip
-# packages (nvidia/cu13, or nvidia/<component> before CUDA 13) may bring them, and the driver (libcuda) may be
-# absent on a build node without GPUs - then the toolkit's stub lib64/stubs/libcuda.so serves for linking.
-
-CUDA_LIBRARY_COMPONENTS = (
-    # name, headers, library base name, old torch layout folder (nvidia/<folder>)
-    ("nvrtc", ("nvrtc.h",), "libnvrtc.so", "cuda_nvrtc"),
-    ("cublas", ("cublas_v2.h",), "libcublas.so", "cublas"),
-    ("cublasLt", ("cublasLt.h",), "libcublasLt.so", "cublas"),
-)
-
-
-def cuda_toolkit_roots(nvcc_path=None, root="/"):
-    """Candidate toolkit roots: the folder above nvcc's bin/ (symlinks resolved), then /usr/local/cuda."""
-    roots = []
-    if nvcc_path:
-        roots.append(os.path.dirname(os.path.dirname(os.path.realpath(nvcc_path))))
-    roots.append(os.path.realpath(os.path.join(root, "usr/local/cuda")))
-    return [path for index, path in enumerate(roots) if path not in roots[:index] and os.path.isdir(path)]
-
-
-def torch_nvidia_dirs(python_executable=None):
-    """The nvidia/ package folders of the build venv's site-packages (torch's CUDA libraries)."""
-    if not python_executable:
-        return []
-    prefix = os.path.dirname(os.path.dirname(python_executable))
-    found = []
-    for site in sorted(glob.glob(os.path.join(prefix, "lib", "python3*", "site-packages", "nvidia"))):
-        found.append(site)
-    return found
-
-
-def _layout_dirs(toolkit_roots, nvidia_dirs, folder):
-    """(source, include dirs, lib dirs) in the order they are searched."""
-    layouts = []
-    for tk in toolkit_roots:
-        includes = [os.path.join(tk, "include")] + sorted(glob.glob(os.path.join(tk, "targets", "*", "include")))
-        libs = [os.path.join(tk, "lib64"), os.path.join(tk, "lib")] + sorted(glob.glob(os.path.join(tk, "targets", "*", "lib")))
-        layouts.append(("toolkit", includes, libs))
-    for nvidia in nvidia_dirs:
-        for sub in sorted(glob.glob(os.path.join(nvidia, "cu[0-9]*"))) + [os.path.join(nvidia, folder)]:
-            layouts.append(("torch", [os.path.join(sub, "include")], [os.path.join(sub, "lib")]))
-    return layouts
-
-
-def _find_library(dirs, base):
-    """The unversioned library (what CMake's find_library links) or a versioned one (needs an explicit path)."""
-    versioned = None
-    for directory in dirs:
-        candidate = os.path.join(directory, base)
-        if os.path.exists(candidate):
-            return candidate, True
-        if versioned is None:
-            matches = sorted(glob.glob(candidate + ".*"))
-            versioned = matches[0] if matches else None
-    return versioned, False
-
-
-def collect_cuda_libraries(nvcc_path=None, python_executable=None, root="/"):
-    """``cuda_libraries``: for nvrtc, cublas, cublasLt ``{present, source, header, library, linkable}`` where source is
-    toolkit or torch; ``driver``: libcuda from the driver or the toolkit's stub; ``missing``: names absent."""
-    toolkits = cuda_toolkit_roots(nvcc_path, root)
-    nvidia = torch_nvidia_dirs(python_executable)
-    result = {"toolkit_roots": toolkits, "torch_nvidia_dirs": nvidia, "missing": []}
-    for name, headers, base, folder in CUDA_LIBRARY_COMPONENTS:
-        entry = {"present": False, "source": None, "header": None, "library": None, "linkable": False}
-        for source, includes, libs in _layout_dirs(toolkits, nvidia, folder):
-            header = next((os.path.join(d, h) for d in includes for h in headers if os.path.isfile(os.path.join(d, h))), None)
-            library, linkable = _find_library(libs, base)
-            if header and library:
-                entry.update(present=True, source=source, header=header, library=library, linkable=linkable)
-                break
-        result[name] = entry
-        if not entry["present"]:
-            result["missing"].append(name)
-    stubs = []
-    for tk in toolkits:
-        stubs += [os.path.join(tk, "lib64", "stubs", "libcuda.so")] + sorted(glob.glob(os.path.join(tk, "targets", "*", "lib", "stubs", "libcuda.so")))
-    system = [os.path.join(root, d, n) for d in LIB_DIRS for n in ("libcuda.so", "libcuda.so.1")]
-    driver = next((path for path in system if os.path.exists(path)), None)
-    stub = next((path for path in stubs if os.path.exists(path)), None)
-    result["driver"] = {"present": bool(driver or stub), "library": driver or stub,
-                        "source": "driver" if driver else ("stub" if stub else None)}
-    if not result["driver"]["present"]:
-        result["missing"].append("driver")
-    return result
-
-
-def cuda_versions_match(torch_cuda, nvcc_cuda):
-    """torch's CUDA against nvcc's: None when either is unknown, else whether the majors match."""
-    if not torch_cuda or not nvcc_cuda:
-        return None
-    return str(torch_cuda).split(".", 1)[0] == str(nvcc_cuda).split(".", 1)[0]
