@@ -148,6 +148,9 @@ def test_second_build_plans_from_the_measurement_and_a_lost_node_does_not_stop_t
         runner.join(600)
     second = outcome["result"]
     out = second.stdout + second.stderr
+    if os.environ.get("GPUFLEET_BUILD_VIEW_OUT"):
+        with open(os.environ["GPUFLEET_BUILD_VIEW_OUT"] + ".learned", "w") as handle:
+            handle.write(first.stdout + "\n=== second build ===\n" + second.stdout)
     shown = "%dMi/thread + 25%%" % (measured // 1024 ** 2)
     assert re.search(r"over 1 thread x \S+ \(measured %s, not the default 100Mi\)" % re.escape(shown), second.stdout), \
         second.stdout[-6000:]
