@@ -323,6 +323,13 @@ def read_pressure(root="/"):
     return parse_pressure(text), None
 
 
+def sees_kernel_threads(root="/"):
+    """Whether this process sees the host's PID namespace: kernel threads (pid 2, kthreadd) are visible only
+    there. A node that does is the whole machine; one that does not is a container on it."""
+    text, error = read_node_text(root, "/proc/2/comm")
+    return error is None and text.strip() == "kthreadd"
+
+
 def collect_memory(root="/", proc_self="self"):
     """``gpufleet_memory`` facts for the process ``/proc/<proc_self>``, every path read under ``root``.
 
@@ -360,6 +367,7 @@ def collect_memory(root="/", proc_self="self"):
     return {
         "host": host,
         "cgroup": cgroup,
+        "host_pid_namespace": sees_kernel_threads(root),
         "effective": effective_view(host, cgroup),
         "pressure": pressure,
         "oom_kills": {"host": host_oom_kills, "cgroup": cgroup["oom_kill"]},

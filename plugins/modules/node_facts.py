@@ -82,6 +82,9 @@ ansible_facts:
       description:
         - Host view (every field of C(free -h)), cgroup view (limit, usage, reclaimable, OOM counter),
           effective total and available, PSI pressure, OOM-kill counters and NUMA nodes.
+        - C(cgroup.limit_path) names the cgroup whose limit binds (the node's memory domain, whose OOM kills are
+          its own); C(host_pid_namespace) is V(true) where the host's kernel threads are visible (the node is the
+          whole machine, not a container on it).
       returned: when the memory subset is gathered
       type: dict
       sample:

@@ -342,9 +342,16 @@ def check_disk_space(facts, policy):
 
 def node_memory_domain(memory):
     """The cgroup path whose OOM kills are this node's: the level whose limit binds it (a container, a fleet
-    node's cgroup: ``cgroup.limit_path``). With no cgroup limit the node is the whole machine (``/``): on a
-    systemd host ssh lands in a session scope, yet a kill in ``system.slice`` is still this node's."""
-    return ((memory or {}).get("cgroup") or {}).get("limit_path") or "/"
+    node's cgroup: ``cgroup.limit_path``). Without a limit, a node that sees the host's PID namespace is the whole
+    machine (``/``: on a systemd host ssh lands in a session scope, yet a kill in ``system.slice`` is this node's);
+    a container without a limit is its own cgroup."""
+    memory = memory or {}
+    cgroup = memory.get("cgroup") or {}
+    if cgroup.get("limit_path"):
+        return cgroup["limit_path"]
+    if memory.get("host_pid_namespace"):
+        return "/"
+    return cgroup.get("path") or "/"
 
 
 def concerns_node(kill, domain):

@@ -24,6 +24,7 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._memory import 
     parse_pressure,
     parse_v1_limit,
     parse_v2_limit,
+    sees_kernel_threads,
     working_set,
 )
 
@@ -230,7 +231,7 @@ CASES = [
 @pytest.mark.parametrize("case, expected", CASES, ids=[case for case, _expected in CASES])
 def test_collect_memory_on_fixture_trees(case, expected):
     facts = collect_memory(root=fixture(case))
-    assert sorted(facts) == ["cgroup", "effective", "errors", "host", "numa", "oom_kills", "pressure"]
+    assert sorted(facts) == ["cgroup", "effective", "errors", "host", "host_pid_namespace", "numa", "oom_kills", "pressure"]
     got = dict((key, dig(facts, key)) for key in expected)
     assert got == expected
 
@@ -329,3 +330,11 @@ def test_effective_view(host, cgroup, expected):
 ])
 def test_limit_path_names_the_binding_level(path, directory, limit_dir, expected):
     assert limit_path(path, directory, limit_dir) == expected
+
+
+@pytest.mark.parametrize("comm, expected", [("kthreadd\n", True), ("sh\n", False), (None, False)])
+def test_sees_kernel_threads_only_in_the_host_pid_namespace(tmp_path, comm, expected):
+    if comm is not None:
+        (tmp_path / "proc" / "2").mkdir(parents=True)
+        (tmp_path / "proc" / "2" / "comm").write_text(comm)
+    assert sees_kernel_threads(str(tmp_path)) is expected

@@ -231,7 +231,10 @@ def test_oom_kill_concerns_only_its_memory_domain(kill_entry, own, concerns):
 @pytest.mark.parametrize("memory, domain", [
     ({"cgroup": {"path": "/fleet/node1/sshd", "limit_path": "/fleet/node1"}}, "/fleet/node1"),
     # a systemd host without a cgroup limit: ssh's session scope is not the node, the machine is
-    ({"cgroup": {"path": "/user.slice/user-0.slice/session-4.scope", "limit_path": None}}, "/"),
+    ({"cgroup": {"path": "/user.slice/user-0.slice/session-4.scope", "limit_path": None}, "host_pid_namespace": True},
+     "/"),
+    # a container without a memory limit (its own PID namespace): its own cgroup, not its neighbours'
+    ({"cgroup": {"path": "/fleet/node3", "limit_path": None}, "host_pid_namespace": False}, "/fleet/node3"),
     ({"cgroup": {"path": "/", "limit_path": "/"}}, "/"),
     ({}, "/"),
     (None, "/"),
@@ -250,5 +253,6 @@ def test_recent_oom_ignores_a_neighbours_kill():
 
 def test_recent_oom_on_an_unlimited_systemd_host_counts_a_system_service_kill():
     facts = {"kernel_events": events(oom=[dict(kill(60), cgroup="/system.slice/oomtest.service")]),
-             "memory": {"cgroup": {"path": "/user.slice/user-0.slice/session-4.scope", "limit_path": None}}}
+             "memory": {"cgroup": {"path": "/user.slice/user-0.slice/session-4.scope", "limit_path": None},
+                        "host_pid_namespace": True}}
     assert nc.check_recent_oom(facts, {})["status"] == "failed"
