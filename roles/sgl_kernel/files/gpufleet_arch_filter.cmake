@@ -46,30 +46,16 @@ function(_gpufleet_keep arch out)
   endif()
 endfunction()
 
-# filter one option string (a ;-list, possibly inside generator expressions); sets <out> and <out>_KEPT
-# (how many architecture entries are left) and <out>_FOUND (how many there were)
-function(_gpufleet_filter_options value out)
+# drop from <value> every match of <entry_regex> whose architecture (<arch_regex>'s \\1) the fleet does not run;
+# sets <out> and adds to <out>_FOUND / <out>_KEPT (entries seen / entries left)
+function(_gpufleet_drop_entries value entry_regex arch_regex out)
   set(_v "${value}")
-  set(_found 0)
-  set(_kept 0)
-  # -gencode=arch=compute_X,code=sm_X | -gencode arch=... | -gencode;arch=... | --generate-code=arch=...,code=[...]
-  string(REGEX MATCHALL "(-gencode|--generate-code)[=; ]arch=compute_[0-9]+[a-z]?,code=(\\[[^]]*\\]|[a-z]+_[0-9]+[a-z]?)"
-         _entries "${_v}")
+  set(_found ${${out}_FOUND})
+  set(_kept ${${out}_KEPT})
+  string(REGEX MATCHALL "${entry_regex}" _entries "${_v}")
   foreach(_e IN LISTS _entries)
     math(EXPR _found "${_found} + 1")
-    string(REGEX REPLACE "^.*arch=compute_([0-9]+[a-z]?).*$" "\\1" _arch "${_e}")
-    _gpufleet_keep("${_arch}" _ok)
-    if(_ok)
-      math(EXPR _kept "${_kept} + 1")
-    else()
-      string(REPLACE "${_e}" "" _v "${_v}")
-    endif()
-  endforeach()
-  # -arch=sm_X / --gpu-architecture=sm_X
-  string(REGEX MATCHALL "(-arch|--gpu-architecture)=(sm|compute)_[0-9]+[a-z]?" _entries "${_v}")
-  foreach(_e IN LISTS _entries)
-    math(EXPR _found "${_found} + 1")
-    string(REGEX REPLACE "^.*_([0-9]+[a-z]?)$" "\\1" _arch "${_e}")
+    string(REGEX REPLACE "${arch_regex}" "\\1" _arch "${_e}")
     _gpufleet_keep("${_arch}" _ok)
     if(_ok)
       math(EXPR _kept "${_kept} + 1")
@@ -80,6 +66,22 @@ function(_gpufleet_filter_options value out)
   set(${out} "${_v}" PARENT_SCOPE)
   set(${out}_FOUND ${_found} PARENT_SCOPE)
   set(${out}_KEPT ${_kept} PARENT_SCOPE)
+endfunction()
+
+# filter one option string (a ;-list, possibly inside generator expressions); sets <out> and <out>_KEPT
+# (how many architecture entries are left) and <out>_FOUND (how many there were)
+function(_gpufleet_filter_options value out)
+  set(_f_FOUND 0)
+  set(_f_KEPT 0)
+  # -gencode=arch=compute_X,code=sm_X | -gencode arch=... | -gencode;arch=... | --generate-code=arch=...,code=[...]
+  _gpufleet_drop_entries("${value}"
+    "(-gencode|--generate-code)[=; ]arch=compute_[0-9]+[a-z]?,code=(\\[[^]]*\\]|[a-z]+_[0-9]+[a-z]?)"
+    "^.*arch=compute_([0-9]+[a-z]?).*$" _f)
+  # -arch=sm_X / --gpu-architecture=sm_X
+  _gpufleet_drop_entries("${_f}" "(-arch|--gpu-architecture)=(sm|compute)_[0-9]+[a-z]?" "^.*_([0-9]+[a-z]?)$" _f)
+  set(${out} "${_f}" PARENT_SCOPE)
+  set(${out}_FOUND ${_f_FOUND} PARENT_SCOPE)
+  set(${out}_KEPT ${_f_KEPT} PARENT_SCOPE)
 endfunction()
 
 function(_gpufleet_targets dir out)
