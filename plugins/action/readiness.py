@@ -12,13 +12,13 @@ import time
 
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
-from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _policy
-from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _readiness_options
-from ansible_collections.gpufleet.preflight.plugins.plugin_utils._gpu_build_checks import CHECKS as PROFILE_CHECKS
+from ansible_collections.gpufleet.preflight.plugins.module_utils import _policy
+from ansible_collections.gpufleet.preflight.plugins.module_utils import _readiness_options
+from ansible_collections.gpufleet.preflight.plugins.module_utils._gpu_build_checks import CHECKS as PROFILE_CHECKS
 
 NODE_FACTS = "gpufleet.preflight.node_facts"
 
-# Declared once, in plugin_utils/_readiness_options.py (the docs and the role follow from the same table).
+# Declared once, in module_utils/_readiness_options.py (the docs and the role follow from the same table).
 ARGUMENT_SPEC = _readiness_options.argument_spec()
 
 

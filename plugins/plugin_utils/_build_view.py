@@ -19,7 +19,7 @@ __metaclass__ = type
 import json
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._human import human
-from ansible_collections.gpufleet.preflight.plugins.plugin_utils._checks import printable
+from ansible_collections.gpufleet.preflight.plugins.module_utils._checks import printable
 
 PHASES = ("queued", "configuring", "compiling", "linking", "installing", "done", "failed", "unreachable")
 FINAL = ("done", "failed", "unreachable")

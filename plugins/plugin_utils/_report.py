@@ -13,7 +13,7 @@ __metaclass__ = type
 import json
 from xml.etree import ElementTree
 
-from ansible_collections.gpufleet.preflight.plugins.plugin_utils._checks import printable
+from ansible_collections.gpufleet.preflight.plugins.module_utils._checks import printable
 
 STATUSES = ("ready", "not_ready", "unreachable")
 

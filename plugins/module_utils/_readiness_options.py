@@ -7,7 +7,7 @@ Everything else follows from ``OPTIONS``: the readiness action's argument spec (
 checks' defaults (``default()``), and -- written by ``tests/tools/gen_preflight_options.py`` -- the doc
 fragments ``readiness_options`` and ``node_facts_options``, ``roles/preflight/defaults/main.yml``,
 ``roles/preflight/meta/argument_specs.yml`` and ``roles/preflight/tasks/check.yml``.
-``tests/unit/plugins/plugin_utils/test_readiness_options.py`` fails when any of them drifts from this table.
+``tests/unit/plugins/module_utils/test_readiness_options.py`` fails when any of them drifts from this table.
 
 Each entry: ``name`` (the action option; the role variable is ``preflight_<name>``), ``type``, ``default``,
 ``description`` (a list of sentences; ``O(x)`` names another option and becomes ``O(preflight_x)`` in the role),

@@ -16,10 +16,10 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._confinement im
 from ansible_collections.gpufleet.preflight.plugins.module_utils._human import human, parse_size
 from ansible_collections.gpufleet.preflight.plugins.module_utils._paths import is_within
 from ansible_collections.gpufleet.preflight.plugins.module_utils._toolchain import split_arch, supports, version_at_least, version_tuple
-from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _readiness_options
-from ansible_collections.gpufleet.preflight.plugins.plugin_utils._checks import result, skipped, unknown
-from ansible_collections.gpufleet.preflight.plugins.plugin_utils._policy import describe_age
-from ansible_collections.gpufleet.preflight.plugins.plugin_utils._toolkit_checks import TOOLKIT_CHECKS
+from ansible_collections.gpufleet.preflight.plugins.module_utils import _readiness_options
+from ansible_collections.gpufleet.preflight.plugins.module_utils._checks import result, skipped, unknown
+from ansible_collections.gpufleet.preflight.plugins.module_utils._policy import describe_age
+from ansible_collections.gpufleet.preflight.plugins.module_utils._toolkit_checks import TOOLKIT_CHECKS
 
 # Oldest Linux driver each CUDA toolkit release needs (CUDA toolkit release notes, table 3): the code nvcc builds
 # here must run on this node's driver.

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet.preflight contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""plugin_utils/_gpu_build_checks.py: readiness checks on gpus / toolchain / disks / kernel_events facts, table-driven."""
+"""module_utils/_gpu_build_checks.py: readiness checks on gpus / toolchain / disks / kernel_events facts, table-driven."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -11,7 +11,7 @@ import copy
 
 import pytest
 
-from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _gpu_build_checks as nc
+from ansible_collections.gpufleet.preflight.plugins.module_utils import _gpu_build_checks as nc
 
 GIB = 2 ** 30
 

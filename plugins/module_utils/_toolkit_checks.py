@@ -5,14 +5,14 @@
 build links - nvrtc, cuBLAS, cuBLASLt (from the CUDA toolkit or torch's nvidia/cu13 pip packages) and libcuda (a
 driver or the toolkit's link stub) - and torch's CUDA major against nvcc's.
 
-Same shape as every check (``plugin_utils/_checks.py``): ``check(facts, policy)`` -> result / unknown / None.
+Same shape as every check (``module_utils/_checks.py``): ``check(facts, policy)`` -> result / unknown / None.
 Wired into the build profile by ``_gpu_build_checks.CHECKS``; cuda_libraries applies with ``require_cuda_libraries``.
 """
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpufleet.preflight.plugins.plugin_utils._checks import result, unknown
+from ansible_collections.gpufleet.preflight.plugins.module_utils._checks import result, unknown
 
 COMPONENTS = ("nvrtc", "cublas", "cublasLt", "driver")
 _WHAT = {

@@ -16,15 +16,21 @@ import re
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._human import human, parse_size_option
 from ansible_collections.gpufleet.preflight.plugins.module_utils._process_match import compile_patterns
-from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _readiness_options
-from ansible_collections.gpufleet.preflight.plugins.plugin_utils._checks import printable, result, skipped, unknown
+from ansible_collections.gpufleet.preflight.plugins.module_utils import _readiness_options
+from ansible_collections.gpufleet.preflight.plugins.module_utils._checks import printable, result, skipped, unknown
 
-try:
-    import jmespath
-    from jmespath.exceptions import JMESPathError
-except ImportError:  # pragma: no cover - reported as a clear error when custom checks are used
-    jmespath = None
-    JMESPathError = Exception
+
+def load_jmespath():
+    """``(jmespath module, None)``, or ``(None, why)`` where the library is absent.
+
+    Imported only when a policy has custom checks: the node-local health check runs on plain Python (stdlib only)
+    and reports custom checks as not applied there instead of failing.
+    """
+    try:
+        import jmespath  # pylint: disable=import-outside-toplevel
+    except ImportError as exc:
+        return None, "the jmespath Python library is not installed (%s): pip install jmespath" % exc
+    return jmespath, None
 
 PROFILES = ("build", "gpu")
 COMMON_SUBSETS = ("memory", "build_processes")
@@ -69,37 +75,59 @@ def parse_memory_requirement(value):
     return ("absolute", parse_option_size("min_available_memory", value))
 
 
-def compile_custom_check(index, spec):
-    """Validate one JMESPath check; returns it with the compiled expression under ``compiled``."""
+def compile_custom_check(index, spec, require_jmespath=True):
+    """Validate one JMESPath check; returns it with the compiled expression under ``compiled``.
+
+    Without the jmespath library: a ValueError when ``require_jmespath`` (the controller), else the check is kept
+    with ``compiled`` None and ``not_applied`` saying why (the node-local health check reports it as not applied).
+    """
     where = "custom_checks[%d]" % index
     if not isinstance(spec, dict):
         raise ValueError("%s: must be a dict with name, query and one of equals/max/min, got %r" % (where, spec))
-    extra = sorted(set(spec) - set(CUSTOM_CHECK_KEYS))
+    extra = sorted(str(key) for key in set(spec) - set(CUSTOM_CHECK_KEYS))
     if extra:
         raise ValueError("%s: unknown key%s %s; allowed: %s" % (where, "s" if len(extra) > 1 else "", ", ".join(extra), ", ".join(CUSTOM_CHECK_KEYS)))
     if not spec.get("name") or not spec.get("query"):
         raise ValueError("%s: needs a name and a query" % where)
+    if not isinstance(spec["name"], str) or not spec["name"].strip():
+        raise ValueError("%s: name must be a non-empty string, got %r" % (where, spec["name"]))
+    if not isinstance(spec["query"], str):
+        raise ValueError("%s (%s): query must be a JMESPath expression as a string (quote it in YAML), got %r (%s)"
+                         % (where, spec["name"], spec["query"], type(spec["query"]).__name__))
+    if spec.get("message") is not None and not isinstance(spec["message"], str):
+        raise ValueError("%s (%s): message must be a string, got %r" % (where, spec["name"], spec["message"]))
     bounds = [key for key in ("equals", "max", "min") if key in spec]
     if not bounds:
         raise ValueError("%s (%s): needs one of equals, max or min to compare the query's result with" % (where, spec["name"]))
-    if jmespath is None:
-        raise ValueError("%s: the jmespath Python library is needed on the controller for custom checks (pip install jmespath)" % where)
-    try:
-        compiled = jmespath.compile(spec["query"])
-    except JMESPathError as exc:
-        raise ValueError("%s (%s): the JMESPath query %r does not parse: %s" % (where, spec["name"], spec["query"], exc))
     for key in ("max", "min"):
         if key in spec and (isinstance(spec[key], bool) or not isinstance(spec[key], (int, float))
                             or not math.isfinite(spec[key])):
             raise ValueError("%s (%s): %s must be a finite number, got %r" % (where, spec["name"], key, spec[key]))
     checked = dict(spec)
+    jmespath, missing = load_jmespath()
+    if jmespath is None:
+        if require_jmespath:
+            raise ValueError("%s (%s): custom checks need the jmespath Python library on the controller: %s" % (where, spec["name"], missing))
+        checked.update(compiled=None, not_applied=missing, subsets=[])
+        return checked
+    failed = None
+    try:
+        compiled = jmespath.compile(spec["query"])
+    except jmespath.exceptions.JMESPathError as exc:
+        failed = str(exc)
+    if failed is not None:
+        raise ValueError("%s (%s): the JMESPath query %r does not parse: %s" % (where, spec["name"], spec["query"], failed))
     checked["compiled"] = compiled
     checked["subsets"] = custom_check_subsets(index, checked)
     return checked
 
 
-def validate_policy(args):
-    """Return the policy with sizes parsed and expressions compiled; ValueError naming the option."""
+def validate_policy(args, require_jmespath=True):
+    """Return the policy with sizes parsed and expressions compiled; ValueError naming the option.
+
+    ``require_jmespath=False`` (the node-local health check): custom checks without the jmespath library are kept
+    and reported as not applied instead of refusing the policy.
+    """
     policy = dict(args)
     for name in _readiness_options.names_of_type("float"):
         # NaN compares false with everything (a wait that never ends, a timeout never reached); inf never ends.
@@ -129,7 +157,8 @@ def validate_policy(args):
         if args.get(name) is not None and not 0 <= args[name] <= MAX_WAIT_SECONDS:
             raise ValueError("%s: must be 0 to %d seconds, got %s" % (name, MAX_WAIT_SECONDS, args[name]))
     check_written_forms(args)
-    policy["custom_checks"] = [compile_custom_check(i, spec) for i, spec in enumerate(args.get("custom_checks") or [])]
+    policy["custom_checks"] = [compile_custom_check(i, spec, require_jmespath)
+                              for i, spec in enumerate(args.get("custom_checks") or [])]
     return policy
 
 
@@ -363,10 +392,16 @@ def check_custom(spec, facts):
         expected = "<= %s" % spec["max"]
     else:
         expected = ">= %s" % spec["min"]
+    if spec.get("compiled") is None:
+        return skipped(name, spec.get("not_applied") or "the JMESPath query was not compiled", "custom")
+    jmespath = load_jmespath()[0]
+    failed = None
     try:
         observed = spec["compiled"].search(facts)
-    except JMESPathError as exc:
-        return unknown(name, expected, "JMESPath %r failed on the facts: %s" % (spec["query"], exc), "custom")
+    except jmespath.exceptions.JMESPathError as exc:
+        failed = str(exc)
+    if failed is not None:
+        return unknown(name, expected, "JMESPath %r failed on the facts: %s" % (spec["query"], failed), "custom")
     if observed is None:
         return unknown(name, expected, "JMESPath %r selected nothing in the gathered facts" % spec["query"], "custom")
     ok = custom_check_passes(spec, observed)

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet.preflight contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""plugin_utils/_checks.py: the shape of a check, and text made safe for a console and XML."""
+"""module_utils/_checks.py: the shape of a check, and text made safe for a console and XML."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -9,7 +9,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.gpufleet.preflight.plugins.plugin_utils._checks import printable, result, skipped, unknown
+from ansible_collections.gpufleet.preflight.plugins.module_utils._checks import printable, result, skipped, unknown
 
 
 @pytest.mark.parametrize("raw, shown", [

@@ -8,7 +8,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _policy
+from ansible_collections.gpufleet.preflight.plugins.module_utils import _policy
 
 GIB = 1024 ** 3
 
@@ -205,6 +205,35 @@ def test_a_query_over_no_known_fact_names_the_check():
     with pytest.raises(ValueError, match=r"custom_checks\[0\] \(n\): the query 'gpu.count' reads gpu, which node_facts "
                                          r"does not gather"):
         policy(custom_checks=[{"name": "n", "query": "gpu.count", "equals": 8}])
+
+
+@pytest.mark.parametrize("query", [5, 1.5, ["memory"], {"a": 1}, True])
+def test_a_query_that_is_not_a_string_names_the_check(query):
+    # Before: TypeError / "unhashable type: 'list'" from jmespath's cache, a traceback from the readiness action.
+    with pytest.raises(ValueError, match=r"custom_checks\[0\] \(c\): query must be a JMESPath expression as a string"):
+        policy(custom_checks=[{"name": "c", "query": query, "equals": 1}])
+
+
+@pytest.mark.parametrize("name", [5, ["a"], "  "])
+def test_a_name_that_is_not_a_string_is_refused(name):
+    with pytest.raises(ValueError, match=r"custom_checks\[0\]: name must be a non-empty string"):
+        policy(custom_checks=[{"name": name, "query": "memory", "equals": 1}])
+
+
+def test_without_jmespath_custom_checks_are_not_applied_on_the_node(monkeypatch):
+    import sys
+    monkeypatch.setitem(sys.modules, "jmespath", None)  # what `import jmespath` meets where it is not installed
+    spec = {"name": "c", "query": "memory.effective", "equals": 1}
+    with pytest.raises(ValueError, match=r"custom_checks\[0\] \(c\): custom checks need the jmespath Python library"):
+        policy(custom_checks=[spec])
+    args = dict(min_available_memory="4GiB", max_build_processes=0, max_memory_pressure=None,
+                build_process_patterns=[], profiles=[], custom_checks=[spec], wait=0, interval=5)
+    node_policy = _policy.validate_policy(args, require_jmespath=False)
+    checks = _policy.evaluate({"memory": memory(8 * GIB, 16 * GIB), "build_processes": {"count": 0}}, node_policy)
+    custom = [c for c in checks if c["profile"] == "custom"]
+    assert [c["status"] for c in custom] == ["skipped"]
+    assert "jmespath Python library is not installed" in custom[0]["message"]
+    assert _policy.verdict(checks)[0] is True
 
 
 @pytest.mark.parametrize("option", ["gpu_timeout", "wait", "interval", "max_memory_pressure"])
