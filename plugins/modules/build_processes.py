@@ -309,6 +309,7 @@ def main():
     params = module.params
     # everything is validated before anything is scanned, let alone signalled
     reaping = params["state"] == "absent"
+    error = None
     try:
         grace = seconds(params["grace"], "grace", maximum=MAX_GRACE)
         if params["older_than"] is not None:
@@ -332,7 +333,9 @@ def main():
             if refusal:
                 raise ValueError(refusal)
     except ValueError as exc:
-        module.fail_json(msg=str(exc))
+        error = str(exc)
+    if error is not None:  # failed outside the except block: a handled error carries no traceback
+        module.fail_json(msg=error)
 
     result = summarize(selection, facts["names"], facts["patterns"], facts["scanned"], facts["errors"])
     result.update(changed=False, killed=[], would_kill=[], remaining=[])

@@ -184,12 +184,15 @@ def main():
     except OverflowError:
         # kernel_events_window=inf: ansible-core's int check overflows; validate_options names the option
         module = AnsibleModule(argument_spec=relaxed_spec(ARGUMENT_SPEC), supports_check_mode=True)
+    error = None
     try:
         options = validate_options(module.params, SUBSETS)
         # A collector raises ValueError only for an option it was given (a pattern that never finishes matching).
         facts = gather(options, run_with_timeout)
     except ValueError as exc:
-        module.fail_json(msg=str(exc))
+        error = str(exc)
+    if error is not None:  # failed outside the except block: a handled error carries no traceback
+        module.fail_json(msg=error)
     module.exit_json(changed=False, ansible_facts=facts)
 
 
