@@ -5,7 +5,9 @@
 
 - a variable in defaults/main.yml is an option of at least one entry point, with that default;
 - an option with a default in the argument specs has that default in defaults/main.yml;
-- an option that several entry points take is declared the same way in each (type, default, elements, choices).
+- an option that several entry points take is declared the same way in each (type, default, elements, choices);
+- build_deps and sgl_kernel: defaults/main.yml is generated from meta/argument_specs.yml (the one declaration) by
+  tests/tools/gen_role_defaults.py, and every ``<role>_*`` name the role's tasks use is declared there.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -13,6 +15,8 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
+import re
+import sys
 
 import pytest
 import yaml
@@ -21,6 +25,13 @@ REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..")
 ROLES = sorted(name for name in os.listdir(os.path.join(REPO, "roles"))
                if os.path.isfile(os.path.join(REPO, "roles", name, "meta", "argument_specs.yml")))
 KEYS = ("type", "default", "elements", "choices")
+
+sys.path.insert(0, os.path.join(REPO, "tests", "tools"))
+import gen_role_defaults  # noqa: E402
+
+# Names with a role's prefix that are not its variables: facts and results the role sets, a module, a playbook's
+# host pattern.
+NOT_VARIABLES = {"build_deps_env", "sgl_kernel_result", "sgl_kernel_tree", "sgl_kernel_hosts"}
 
 
 def load(role, *path):
@@ -93,3 +104,29 @@ def test_every_variable_is_named_for_its_role(role):
     prefix = role + "_"
     wrong = [name for name in declarations(role) if not name.startswith(prefix)]
     assert not wrong, "roles/%s declares %s: role variables start with %s" % (role, ", ".join(wrong), prefix)
+
+
+def test_generated_role_defaults_match_their_argument_specs():
+    stale = gen_role_defaults.differing()
+    assert not stale, ("%s: a variable's default was changed or added outside meta/argument_specs.yml; declare it in "
+                       "roles/<role>/meta/argument_specs.yml (type, default, description) and run "
+                       "python tests/tools/gen_role_defaults.py" % ", ".join(stale))
+
+
+@pytest.mark.parametrize("role", gen_role_defaults.ROLES)
+def test_every_variable_the_role_uses_is_declared(role):
+    declared = set(declarations(role))
+    pattern = re.compile(r"\b%s_[a-z0-9]+(?:_[a-z0-9]+)*\b" % role)
+    used = {}
+    for folder in ("tasks", "templates", "handlers", "vars"):
+        top = os.path.join(REPO, "roles", role, folder)
+        for dirpath, _dirs, files in os.walk(top):
+            for name in files:
+                with open(os.path.join(dirpath, name)) as handle:
+                    for found in pattern.findall(handle.read()):
+                        used.setdefault(found, os.path.relpath(os.path.join(dirpath, name), REPO))
+    missing = sorted(name for name in set(used) - declared - NOT_VARIABLES)
+    assert not missing, "\n".join(
+        "%s is used in %s but not declared: add it to roles/%s/meta/argument_specs.yml (type, default, description), "
+        "then run python tests/tools/gen_role_defaults.py (a fact or result the role sets: NOT_VARIABLES in this test)"
+        % (name, used[name], role) for name in missing)
