@@ -1,0 +1,284 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Slurm drain and resume for a node's verdict: pure decisions, then the few calls to sinfo/scontrol.
+
+Ownership (after LBNL NHC's node-mark-offline/online and mej/nhc#134, an admin's drain resumed by a health
+check): a drain is OURS only when a record on the host that runs scontrol (``<state_dir>/slurm-<node>.json``)
+holds the exact reason text we set AND the time slurmctld recorded for it (sinfo ``%H``) still matches.
+A reason that merely starts with our prefix -- a person copying our words -- is not ours: never resumed.
+Nodes not responding (``*``), down, failing, in maintenance, rebooting, powering or planned are left alone.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import re
+
+DEFAULT_PREFIX = "gpufleet:"
+MAX_REASON = 120
+DEFAULT_STATE_DIR = "/var/lib/gpufleet-preflight"
+SINFO_FORMAT = "%T|%H|%u|%E"
+# The sinfo flags (compact %t) or state words that mean: someone else's business, never touched.
+_HANDS_OFF_SUFFIXES = ("*", "~", "#", "!", "%", "$", "@", "^", "-")
+_HANDS_OFF_WORDS = ("down", "fail", "failing", "maint", "reboot", "reboot_issued", "reboot_requested", "reserved",
+                    "planned", "powered_down", "powering_down", "powering_up", "power_down", "future", "inval",
+                    "unknown", "perfctrs", "blocked")
+_DRAIN_WORDS = ("drained", "draining", "drain")
+_NON_PRINTABLE = re.compile(r"[^\x20-\x7e]")
+
+
+def clean_text(text):
+    """One printable ASCII line: control characters, newlines and non-ASCII become a space or '?', runs squeezed."""
+    text = re.sub(r"[\r\n\t\x0b\x0c]+", " ", str(text if text is not None else ""))
+    text = _NON_PRINTABLE.sub("?", text)
+    return re.sub(r" {2,}", " ", text).strip()
+
+
+def short_message(message):
+    """The first clause of a check's message: ``'x is below y: stop what ...'`` -> ``'x is below y'``."""
+    text = clean_text(message)
+    for cut in ("; ", ": "):
+        head = text.split(cut, 1)[0]
+        if head and len(head) < len(text):
+            text = head
+    return text
+
+
+def validate_prefix(prefix):
+    """The reason prefix, checked: one printable word without spaces; ValueError naming the option."""
+    if not isinstance(prefix, str) or not prefix or clean_text(prefix) != prefix or " " in prefix or len(prefix) > 32:
+        raise ValueError("reason_prefix: %r must be one printable ASCII word of 1 to 32 characters, like gpufleet:"
+                         % (prefix,))
+    return prefix
+
+
+def drain_reason(prefix, failed, max_length=MAX_REASON):
+    """``'gpufleet: available_memory: effective available memory 1Gi is below the 8Gi required (+2 more)'``.
+
+    ``failed`` is the list of failed checks (dicts with name and message) in the verdict's order. Always one
+    printable line of at most ``max_length`` characters, always starting with ``prefix + ' '``.
+    """
+    if not failed:
+        body = "not ready"
+    else:
+        first = failed[0]
+        body = "%s: %s" % (clean_text(first.get("name") or "check"), short_message(first.get("message") or "failed"))
+    more = " (+%d more)" % (len(failed) - 1) if len(failed) > 1 else ""
+    room = max_length - len(prefix) - 1 - len(more)
+    if len(body) > room:
+        body = body[:max(room - 3, 1)].rstrip() + "..."
+    return ("%s %s%s" % (prefix, body, more))[:max_length]
+
+
+def parse_sinfo(text, node):
+    """sinfo ``-h -N -n NODE -o '%T|%H|%u|%E'`` output -> dict(state, time, user, reason) or None (node unknown).
+
+    A node in several partitions prints one line per partition: the first is taken. The reason is last so a
+    ``|`` inside it stays in it; ``none`` / ``Unknown`` placeholders become empty.
+    """
+    for line in (text or "").splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        parts = line.split("|", 3)
+        if len(parts) != 4:
+            continue
+        state, when, user, reason = parts
+        return dict(node=node, state=state.strip().lower(), time="" if when.strip() in ("Unknown", "N/A") else when.strip(),
+                    user="" if user.strip() in ("Unknown", "N/A") else user.strip(),
+                    reason="" if reason.strip() in ("none", "(null)") else reason.strip())
+    return None
+
+
+def state_words(state):
+    """``'drained*'`` -> (``['drained']``, ``'*'``); ``'idle+drain'`` -> (``['idle', 'drain']``, ``''``)."""
+    flags = ""
+    while state and state[-1] in _HANDS_OFF_SUFFIXES:
+        flags = state[-1] + flags
+        state = state[:-1]
+    return [word for word in re.split(r"[+]", state) if word], flags
+
+
+def is_drained(state):
+    words, _flags = state_words(state)
+    return any(word in _DRAIN_WORDS for word in words)
+
+
+def hands_off(state):
+    """Why a node in this state is left alone, or '' when we may act on it."""
+    words, flags = state_words(state)
+    if flags:
+        return "state %s (not responding, powering, rebooting, planned or in maintenance: left to Slurm and its admins)" % state
+    bad = [word for word in words if word in _HANDS_OFF_WORDS]
+    if bad:
+        return "state %s (%s: left to Slurm and its admins)" % (state, bad[0])
+    return ""
+
+
+def owned(info, record):
+    """True only when the node's drain is the very one we set: same reason text and slurmctld's same time."""
+    if not record or not info:
+        return False
+    return (is_drained(info["state"]) and bool(info["reason"]) and info["reason"] == record.get("reason")
+            and bool(info["time"]) and info["time"] == record.get("time"))
+
+
+def decide(info, ready, record, desired_reason, prefix=DEFAULT_PREFIX):
+    """What to do for one node: dict(action, message, forget) -- pure, table-tested.
+
+    ``action``: ``drain`` (set ``desired_reason``), ``resume``, or ``none``; ``forget``: drop a stale record.
+    """
+    node = info["node"]
+    ours = owned(info, record)
+    stale = bool(record) and not ours
+    if ready:
+        if ours:
+            if hands_off(info["state"]):
+                return dict(action="none", forget=False, message="%s: ready, but our drain is left while the node is in %s"
+                            % (node, hands_off(info["state"])))
+            return dict(action="resume", forget=True, message="%s: ready; resuming our drain (%s)" % (node, info["reason"]))
+        if is_drained(info["state"]):
+            return dict(action="none", forget=stale, message="%s: ready, but drained by someone else%s: left alone (%s)"
+                        % (node, _who(info, prefix), info["reason"] or "no reason"))
+        why = hands_off(info["state"])
+        if why:
+            return dict(action="none", forget=stale, message="%s: ready; %s" % (node, why))
+        return dict(action="none", forget=stale, message="%s: ready and not drained (%s)" % (node, info["state"]))
+    # not ready
+    why = hands_off(info["state"])
+    if why:
+        return dict(action="none", forget=False, message="%s: not ready, not drained: %s" % (node, why))
+    if is_drained(info["state"]):
+        if not ours:
+            return dict(action="none", forget=stale, message="%s: not ready; already drained by someone else%s: their "
+                        "reason kept (%s)" % (node, _who(info, prefix), info["reason"] or "no reason"))
+        if info["reason"] == desired_reason:
+            return dict(action="none", forget=False, message="%s: not ready; drained by us already (%s)" % (node, desired_reason))
+        return dict(action="drain", forget=False, message="%s: not ready; our drain's reason updated to: %s" % (node, desired_reason))
+    return dict(action="drain", forget=stale, message="%s: not ready; draining: %s" % (node, desired_reason))
+
+
+def _who(info, prefix):
+    who = " (%s%s)" % (info["user"] or "user unknown", " at " + info["time"] if info["time"] else "")
+    if info["reason"].startswith(prefix):
+        who += ", with our prefix but not a drain this collection recorded"
+    return who
+
+
+def scontrol_argv(scontrol, node, action, reason=None):
+    if action == "drain":
+        return [scontrol, "update", "NodeName=%s" % node, "State=DRAIN", "Reason=%s" % reason]
+    return [scontrol, "update", "NodeName=%s" % node, "State=RESUME"]
+
+
+def sinfo_argv(sinfo, node):
+    return [sinfo, "-h", "-N", "-n", node, "-o", SINFO_FORMAT]
+
+
+def explain_failure(tool, rc, stdout, stderr, node):
+    """A Slurm command that failed, in words: slurmctld unreachable, node unknown, or its own last line."""
+    text = " ".join((stderr or "").split() + (stdout or "").split())
+    lowered = text.lower()
+    if "unable to contact slurm controller" in lowered or "connection refused" in lowered or "socket timed out" in lowered:
+        return "%s: slurmctld is unreachable (%s): nothing drained or resumed" % (node, clean_text(text)[:200])
+    if "invalid node name" in lowered or "node name specified" in lowered:
+        return "%s: Slurm does not know this node (%s); set preflight_slurm_node_name" % (node, clean_text(text)[:200])
+    return "%s: %s exited %s: %s" % (node, tool, rc, clean_text(text)[:200] or "no output")
+
+
+# ---------------------------------------------------------------- the record on the host that runs scontrol
+
+
+def record_path(state_dir, node):
+    return os.path.join(state_dir, "slurm-%s.json" % re.sub(r"[^A-Za-z0-9._-]", "_", node))
+
+
+def read_record(state_dir, node):
+    """The drain we recorded for node, or None (absent, unreadable or not ours: never trusted when broken)."""
+    try:
+        with open(record_path(state_dir, node)) as handle:
+            data = json.load(handle)
+    except (IOError, OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and data.get("reason") and data.get("time") else None
+
+
+def write_record(state_dir, node, reason, when, user):
+    """Atomically (temp file + rename in the same directory, 0600) record the drain slurmctld now holds for us."""
+    if not os.path.isdir(state_dir):
+        os.makedirs(state_dir, 0o755)
+    path = record_path(state_dir, node)
+    tmp = "%s.tmp.%d" % (path, os.getpid())
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    with os.fdopen(fd, "w") as handle:
+        json.dump(dict(node=node, reason=reason, time=when, user=user), handle)
+    os.rename(tmp, path)
+
+
+def forget_record(state_dir, node):
+    try:
+        os.unlink(record_path(state_dir, node))
+    except OSError:
+        pass
+
+
+def apply(node, ready, failed, run, find, prefix=DEFAULT_PREFIX, state_dir=DEFAULT_STATE_DIR, check_mode=False,
+          max_length=MAX_REASON):
+    """Decide and act for one node. ``run(argv) -> (rc, stdout, stderr)``; ``find(name) -> path or None``.
+
+    Returns dict(node, action, changed, message, state, reason, error): ``error`` set (and nothing changed)
+    when scontrol/sinfo are missing, slurmctld is unreachable or the node is unknown.
+    """
+    outcome = dict(node=node, action="none", changed=False, state=None, reason=None, error=None, message="")
+    desired = drain_reason(prefix, failed, max_length)
+    tools = {}
+    for name in ("sinfo", "scontrol"):
+        tools[name] = find(name)
+        if not tools[name]:
+            outcome.update(error="%s: %s not found on this host (install Slurm's client commands, or run them on a host "
+                                 "that has them: preflight_slurm_host)" % (node, name))
+            outcome["message"] = outcome["error"]
+            return outcome
+    rc, out, err = run(sinfo_argv(tools["sinfo"], node))
+    if rc != 0:
+        outcome["error"] = outcome["message"] = explain_failure("sinfo", rc, out, err, node)
+        return outcome
+    info = parse_sinfo(out, node)
+    if info is None:
+        outcome["error"] = outcome["message"] = ("%s: Slurm does not know this node (sinfo lists no such node); set "
+                                                 "preflight_slurm_node_name to its Slurm name" % node)
+        return outcome
+    record = read_record(state_dir, node)
+    decision = decide(info, ready, record, desired, prefix)
+    outcome.update(state=info["state"], reason=info["reason"], action=decision["action"], message=decision["message"])
+    if decision["action"] == "none":
+        if decision["forget"] and not check_mode:
+            forget_record(state_dir, node)
+        return outcome
+    outcome["changed"] = True
+    if check_mode:
+        outcome["message"] = "(check mode, nothing done) " + outcome["message"]
+        return outcome
+    rc, out, err = run(scontrol_argv(tools["scontrol"], node, decision["action"], desired))
+    if rc != 0:
+        outcome.update(changed=False, action="none")
+        outcome["error"] = outcome["message"] = explain_failure("scontrol", rc, out, err, node)
+        return outcome
+    if decision["action"] == "resume":
+        forget_record(state_dir, node)
+        outcome["reason"] = ""
+        return outcome
+    rc, out, err = run(sinfo_argv(tools["sinfo"], node))
+    after = parse_sinfo(out, node) if rc == 0 else None
+    if not after or after["reason"] != desired:
+        outcome["error"] = ("%s: drained, but sinfo did not show our reason back (%s): not recorded as ours, so it will not "
+                            "be resumed automatically" % (node, clean_text(out or err)[:200]))
+        outcome["message"] += "; " + outcome["error"]
+        return outcome
+    write_record(state_dir, node, desired, after["time"], after["user"])
+    outcome.update(state=after["state"], reason=desired)
+    return outcome

@@ -1,0 +1,61 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""node_exporter textfile rendering: HELP/TYPE once, no timestamps, escaped labels, atomic write."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+import re
+
+import pytest
+
+from ansible_collections.gpufleet.preflight.plugins.module_utils import _metrics
+
+VERDICT = dict(
+    ready=False,
+    checks=[dict(name="available_memory", status="failed", profile="common"),
+            dict(name='we"ird\\\nname', status="ok", profile="custom")],
+    facts=dict(memory=dict(effective=dict(available_bytes=1024, total_bytes=4096), oom_kills=dict(host=3, cgroup=1)),
+               build_processes=dict(count=2, processes=[dict(orphaned=True), dict(orphaned=False)])),
+    checked_at_epoch=1764619200.5,
+    duration_seconds=0.25,
+)
+
+
+def test_render_lines():
+    text = _metrics.render(VERDICT, "health_check")
+    lines = text.splitlines()
+    assert 'gpufleet_preflight_ready{source="health_check"} 0' in lines
+    assert 'gpufleet_preflight_check_status{check="available_memory",profile="common",source="health_check",status="failed"} 1' in lines
+    assert 'gpufleet_preflight_check_status{check="we\\"ird\\\\\\nname",profile="custom",source="health_check",status="ok"} 1' in lines
+    assert 'gpufleet_preflight_effective_available_memory_bytes{source="health_check"} 1024' in lines
+    assert 'gpufleet_preflight_build_processes{source="health_check"} 2' in lines
+    assert 'gpufleet_preflight_orphaned_build_processes{source="health_check"} 1' in lines
+    assert 'gpufleet_preflight_oom_kills_total{scope="host",source="health_check"} 3' in lines
+    assert 'gpufleet_preflight_last_check_timestamp_seconds{source="health_check"} 1764619200.5' in lines
+    assert 'gpufleet_preflight_check_duration_seconds{source="health_check"} 0.25' in lines
+    names = [line.split()[2] for line in lines if line.startswith("# TYPE")]
+    assert len(names) == len(set(names))
+    for line in lines:
+        if not line.startswith("#"):
+            # name{labels} value -- never a third field (a timestamp makes node_exporter skip the file)
+            assert re.match(r'^[a-z_:]+(\{.*\})? \S+$', line), line
+
+
+def test_render_missing_facts():
+    text = _metrics.render(dict(ready=True, checks=[]))
+    assert "gpufleet_preflight_ready{source=\"playbook\"} 1" in text
+    assert "memory_bytes" not in text and "oom" not in text
+
+
+def test_write_atomic(tmp_path):
+    path = _metrics.write_atomic(str(tmp_path), "x 1\n")
+    assert open(path).read() == "x 1\n" and os.listdir(str(tmp_path)) == ["gpufleet_preflight.prom"]
+    assert oct(os.stat(path).st_mode & 0o777) == "0o644"
+    with pytest.raises(ValueError, match="not a directory"):
+        _metrics.write_atomic(str(tmp_path / "nope"), "x")
+    with pytest.raises(ValueError, match="ending in .prom"):
+        _metrics.write_atomic(str(tmp_path), "x", "a.txt")

@@ -1,0 +1,148 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Slurm drain/resume decisions from a table (ownership rules after NHC and mej/nhc#134)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+
+import pytest
+
+from ansible_collections.gpufleet.preflight.plugins.module_utils import _slurm
+
+OURS = "gpufleet: available_memory: effective available memory 1Gi is below the 8Gi required"
+T1 = "2026-12-01T20:00:00"
+REC = dict(reason=OURS, time=T1)
+
+
+def info(state, reason="", when="", user=""):
+    return dict(node="node1", state=state, reason=reason, time=when, user=user)
+
+
+# state, reason, time, ready, record, expected action, forget, words in the message
+TABLE = [
+    # not ready
+    ("idle", "", "", False, None, "drain", False, "draining"),
+    ("allocated", "", "", False, None, "drain", False, "draining"),
+    ("mixed", "", "", False, REC, "drain", True, "draining"),               # stale record of an old drain: forgotten
+    ("drained", "admin: bad fan", T1, False, None, "none", False, "someone else"),
+    ("drained", "", "", False, None, "none", False, "no reason"),            # empty reason: not ours
+    ("drained", OURS, T1, False, REC, "none", False, "drained by us already"),
+    ("drained", OURS, "2026-12-01T21:00:00", False, REC, "none", True, "not a drain this collection recorded"),
+    ("drained", "gpufleet: person", T1, False, None, "none", False, "our prefix"),
+    ("draining", "gpufleet: older", T1, False, dict(reason="gpufleet: older", time=T1), "drain", False, "updated"),
+    ("down*", "Not responding", T1, False, None, "none", False, "not responding"),
+    ("idle*", "", "", False, None, "none", False, "not responding"),
+    ("down", "admin", T1, False, None, "none", False, "down"),
+    ("fail", "x", T1, False, None, "none", False, "fail"),
+    ("maint", "", "", False, None, "none", False, "maint"),
+    ("reserved", "", "", False, None, "none", False, "reserved"),
+    ("idle@", "", "", False, None, "none", False, "rebooting"),
+    ("planned", "", "", False, None, "none", False, "planned"),
+    # ready
+    ("drained", OURS, T1, True, REC, "resume", True, "resuming"),
+    ("draining", OURS, T1, True, REC, "resume", True, "resuming"),
+    ("drained", OURS, T1, True, None, "none", False, "our prefix"),            # a person's drain in our words
+    ("drained", OURS, "2026-12-01T21:00:00", True, REC, "none", True, "someone else"),  # re-drained by a person later
+    ("drained", "admin: bad fan", T1, True, REC, "none", True, "someone else"),
+    ("drained", "", "", True, None, "none", False, "someone else"),
+    ("drained*", OURS, T1, True, REC, "none", False, "left while"),
+    ("down*", "", "", True, None, "none", False, "not responding"),
+    ("idle", "", "", True, None, "none", False, "not drained"),
+    ("idle", "", "", True, REC, "none", True, "not drained"),                 # someone resumed: record forgotten
+]
+
+
+@pytest.mark.parametrize("state,reason,when,ready,record,action,forget,words", TABLE)
+def test_decide(state, reason, when, ready, record, action, forget, words):
+    decision = _slurm.decide(info(state, reason, when, "root"), ready, record, OURS)
+    assert decision["action"] == action, decision
+    assert decision["forget"] == forget, decision
+    assert words in decision["message"], decision
+
+
+def test_reason_single_line_printable_bounded():
+    failed = [dict(name="build_processes", message="2 build processes still running: ni\x1bnja\n(pid 5); wait for them"),
+              dict(name="gpu_count", message="x")]
+    reason = _slurm.drain_reason("gpufleet:", failed)
+    assert reason == "gpufleet: build_processes: 2 build processes still running (+1 more)"
+    long = _slurm.drain_reason("gpufleet:", [dict(name="c", message=u"é" * 500)], 80)
+    assert len(long) == 80 and long.startswith("gpufleet: c: ") and all(0x20 <= ord(ch) < 0x7f for ch in long)
+    assert _slurm.drain_reason("gpufleet:", []) == "gpufleet: not ready"
+
+
+@pytest.mark.parametrize("prefix", ["", "two words", "x\n", "a" * 33, None, u"gpu\u00e9"])
+def test_bad_prefix(prefix):
+    with pytest.raises(ValueError, match="reason_prefix"):
+        _slurm.validate_prefix(prefix)
+
+
+def test_parse_sinfo():
+    text = "drained|2026-12-01T20:00:00|root|gpufleet: a|b\ndrained|2026-12-01T20:00:00|root|gpufleet: a|b\n"
+    assert _slurm.parse_sinfo(text, "n") == dict(node="n", state="drained", time=T1, user="root", reason="gpufleet: a|b")
+    assert _slurm.parse_sinfo("idle|Unknown|Unknown|none\n", "n") == dict(node="n", state="idle", time="", user="", reason="")
+    assert _slurm.parse_sinfo("", "n") is None
+
+
+class FakeSlurm(object):
+    """sinfo/scontrol answers as a real slurmctld would: the drain's time is set when it is set."""
+
+    def __init__(self, state="idle", reason="", when="", fail=None):
+        self.node = dict(state=state, reason=reason, time=when, user="root")
+        self.calls = []
+        self.fail = fail
+
+    def run(self, argv):
+        self.calls.append(argv)
+        if self.fail:
+            return 1, "", self.fail
+        if argv[0].endswith("sinfo"):
+            return 0, "%(state)s|%(time)s|%(user)s|%(reason)s\n" % self.node, ""
+        if "State=DRAIN" in argv:
+            self.node.update(state="drained", reason=argv[-1][len("Reason="):], time="2026-12-01T22:00:00")
+        else:
+            self.node.update(state="idle", reason="none", time="Unknown")
+        return 0, "", ""
+
+
+def test_apply_drain_then_resume(tmp_path):
+    slurm = FakeSlurm()
+    failed = [dict(name="available_memory", message="low: do x")]
+    out = _slurm.apply("node1", False, failed, slurm.run, lambda n: "/usr/bin/" + n, state_dir=str(tmp_path))
+    assert out["action"] == "drain" and out["changed"] and out["reason"] == "gpufleet: available_memory: low"
+    assert json.loads((tmp_path / "slurm-node1.json").read_text())["time"] == "2026-12-01T22:00:00"
+    out = _slurm.apply("node1", True, [], slurm.run, lambda n: "/usr/bin/" + n, state_dir=str(tmp_path))
+    assert out["action"] == "resume" and not os.path.exists(str(tmp_path / "slurm-node1.json"))
+
+
+def test_apply_check_mode_changes_nothing(tmp_path):
+    slurm = FakeSlurm()
+    out = _slurm.apply("node1", False, [], slurm.run, lambda n: n, state_dir=str(tmp_path), check_mode=True)
+    assert out["changed"] and "check mode" in out["message"] and len(slurm.calls) == 1
+    assert not os.listdir(str(tmp_path))
+
+
+@pytest.mark.parametrize("stderr,words", [
+    ("slurm_load_partitions: Unable to contact slurm controller (connect failure)", "slurmctld is unreachable"),
+    ("weird", "sinfo exited 1: weird"),
+])
+def test_apply_errors_change_nothing(tmp_path, stderr, words):
+    slurm = FakeSlurm(fail=stderr)
+    out = _slurm.apply("node1", False, [], slurm.run, lambda n: n, state_dir=str(tmp_path))
+    assert words in out["error"] and not out["changed"] and len(slurm.calls) == 1
+
+
+def test_apply_missing_tool_and_unknown_node(tmp_path):
+    out = _slurm.apply("node1", False, [], lambda a: (0, "", ""), lambda n: None, state_dir=str(tmp_path))
+    assert "sinfo not found" in out["error"]
+    out = _slurm.apply("node9", False, [], lambda a: (0, "", ""), lambda n: n, state_dir=str(tmp_path))
+    assert "does not know this node" in out["error"] and not out["changed"]
+
+
+def test_broken_record_is_not_trusted(tmp_path):
+    (tmp_path / "slurm-node1.json").write_text("{not json")
+    assert _slurm.read_record(str(tmp_path), "node1") is None
