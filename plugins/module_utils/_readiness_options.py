@@ -22,7 +22,7 @@ __metaclass__ = type
 
 import copy
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils._kernel_events import FATAL_XIDS
+from ansible_collections.gpufleet.preflight.plugins.module_utils._constants import FATAL_XIDS
 
 CHECK = ("main", "check")
 
@@ -168,6 +168,44 @@ OPTIONS = (
         "The fleet gate from M(gpufleet.preflight.fleet_reports) (C(abort), C(reason)); when it aborts, every "
         "node fails with its reason. Set by the C(report) entry point. C(abort) must be a boolean.",
     ]),
+    dict(name="drop_mode", type="str", choices=["fail", "end_host"], default="fail", roles=("main", "drop"), action=False,
+         description=[
+             "How a node that is not ready leaves the run. V(fail) fails it (C(ansible-playbook) then exits non-zero "
+             "even when the fleet gate passed). V(end_host) ends the play for it with a message (C(meta: end_host)), so a "
+             "gate that passes exits 0 and only a gate that stops the run (O(max_not_ready)) exits non-zero: what "
+             "AWX workflows and CI pipelines expect.",
+         ]),
+    # ---------------------------------------------------------------- role only: where the fleet runs (issue 19)
+    dict(name="slurm", type="bool", default=False, roles=("main", "publish"), action=False, description=[
+        "Drain a node that is not ready in Slurm (C(scontrol update State=DRAIN Reason=\"<prefix> <check>: <message>\")) "
+        "and resume a ready node this collection drained (M(gpufleet.preflight.slurm_node)). A drain by anyone else, "
+        "or a node down, failing, in maintenance, rebooting or reserved, is left alone and reported.",
+    ]),
+    dict(name="slurm_reason_prefix", type="str", default="gpufleet:", roles=("main", "publish"), action=False, description=[
+        "The first word of every drain reason this collection sets. A drain is resumed only when it is the very one "
+        "recorded (reason text and slurmctld's time), never merely because its reason starts with this.",
+    ]),
+    dict(name="slurm_node_name", type="str", default=None, roles=("main", "publish"), action=False, description=[
+        "The node's name in Slurm. Unset: the short hostname of the node (the inventory's short name with "
+        "O(slurm_host)).",
+    ]),
+    dict(name="slurm_host", type="str", default=None, roles=("main", "publish"), action=False, description=[
+        "An inventory host that runs C(sinfo)/C(scontrol) for every node (for example the Slurm controller). "
+        "Unset: each node runs them itself (every Slurm node has them). Unreachable nodes are never drained.",
+    ]),
+    dict(name="slurm_conf", type="path", default=None, roles=("main", "publish"), action=False, description=[
+        "The C(slurm.conf) for C(sinfo)/C(scontrol) (C(SLURM_CONF)). Unset: their own default.",
+    ]),
+    dict(name="slurm_state_dir", type="path", default="/var/lib/gpufleet-preflight", roles=("main", "publish"),
+         action=False, description=[
+             "Where the host that runs C(scontrol) records the drains this collection set (C(slurm-<node>.json)). "
+             "Share it with the C(gpufleet.preflight.health_check) role's C(health_check_slurm_state_dir) so either may "
+             "resume the other's drain.",
+         ]),
+    dict(name="metrics_dir", type="path", default=None, roles=("main", "publish"), action=False, description=[
+        "node_exporter's textfile directory on the nodes (C(--collector.textfile.directory)): each reachable node "
+        "gets C(gpufleet_preflight.prom) there (M(gpufleet.preflight.textfile_metrics)). Unset: no metrics.",
+    ]),
 )
 
 # The preflight role's entry points; their options are the OPTIONS naming them in ``roles``.
@@ -192,6 +230,12 @@ ENTRY_POINTS = (
                       "Fails this node when its C(preflight_result) is not ready (or it was unreachable), or every node "
                       "when C(preflight_gate) aborts.",
                   ])),
+    ("publish", dict(short_description="Put the verdict where the fleet is run: Slurm drain/resume, node_exporter metrics",
+                     description=[
+                         "With C(preflight_slurm), drains a node that is not ready and resumes one this collection "
+                         "drained; with C(preflight_metrics_dir), writes the verdict as node_exporter textfile metrics. "
+                         "Runs after the C(report) entry point, before C(drop).",
+                     ])),
 )
 
 BY_NAME = dict((entry["name"], entry) for entry in OPTIONS)

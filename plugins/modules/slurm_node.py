@@ -1,0 +1,190 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: slurm_node
+short_description: Drain a Slurm node that is not ready, resume one this collection drained
+version_added: 0.2.0
+author: gpufleet.preflight contributors (@gpufleet)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+description:
+  - Reads the node's state and drain reason with C(sinfo), then, after LBNL NHC's rules, drains a node that is
+    not ready with C(scontrol update NodeName=<node> State=DRAIN Reason="<prefix> <first failed check>: <short
+    message>") and resumes a ready node B(only when this collection drained it).
+  - A drain is this collection's when a record on the host that runs C(scontrol) (O(state_dir)/C(slurm-<node>.json))
+    holds the exact reason text it set AND the time slurmctld recorded for that drain still matches. A person's drain
+    whose reason happens to start with O(reason_prefix) therefore is never resumed, nor is one re-set later with the
+    same words.
+  - A drain by anyone else (another reason, or an empty one) is never overwritten nor resumed. Nodes that are not
+    responding (C(down*), C(idle*)), down, failing, in maintenance, rebooting, reserved, powering or planned are left
+    alone; RV(message) says why.
+  - slurmctld unreachable, C(sinfo)/C(scontrol) missing or a node Slurm does not know: nothing is changed, the task
+    does not fail, and RV(error) and a warning say what happened.
+options:
+  node_name:
+    description:
+      - The node's name in Slurm. Unset - the short hostname of the host the module runs on.
+    type: str
+  ready:
+    description:
+      - The node's verdict (for example C(preflight_result.ready)).
+    type: bool
+    required: true
+  failed_checks:
+    description:
+      - The failed checks, in the verdict's order, as dicts with C(name) and C(message) (C(preflight_result.checks)
+        filtered to status failed/unknown). The first one names the drain reason.
+    type: list
+    elements: dict
+    default: []
+  reason_prefix:
+    description:
+      - The first word of every reason this collection sets. One printable word, at most 32 characters.
+    type: str
+    default: "gpufleet:"
+  reason_max_length:
+    description:
+      - Longest drain reason set, 24 to 512 characters (longer messages are cut with C(...)).
+    type: int
+    default: 120
+  state_dir:
+    description:
+      - Directory for the records of the drains this collection set, on the host that runs C(scontrol).
+    type: path
+    default: /var/lib/gpufleet-preflight
+  slurm_conf:
+    description:
+      - The C(slurm.conf) for C(sinfo) and C(scontrol) (as C(SLURM_CONF)). Unset - their own default.
+    type: path
+attributes:
+  check_mode:
+    support: full
+    details: In check mode only C(sinfo) runs; RV(action) and RV(message) say what would be drained or resumed.
+  diff_mode:
+    support: none
+  platform:
+    platforms: linux
+notes:
+  - Runs C(sinfo -h -N -n <node> -o '%T|%H|%u|%E') and C(scontrol update); C(PATH) first, then C(/usr/bin),
+    C(/usr/local/bin), C(/opt/slurm/bin).
+seealso:
+  - module: gpufleet.preflight.readiness
+  - name: LBNL Node Health Check (NHC)
+    description: The health check whose drain rules these follow.
+    link: https://github.com/mej/nhc
+"""
+
+EXAMPLES = r"""
+- name: Drain this node when it is not ready, resume it when it is again
+  gpufleet.preflight.slurm_node:
+    node_name: "{{ inventory_hostname_short }}"
+    ready: "{{ preflight_result.ready }}"
+    failed_checks: "{{ preflight_result.checks | selectattr('status', 'in', ['failed', 'unknown']) }}"
+"""
+
+RETURN = r"""
+node:
+  description: The Slurm node name.
+  returned: always
+  type: str
+  sample: node003
+action:
+  description: What was done (or, in check mode, would be) - V(drain), V(resume) or V(none).
+  returned: always
+  type: str
+  sample: drain
+state:
+  description: The node's state as sinfo printed it before acting (after, for a drain), or null when unknown.
+  returned: always
+  type: str
+  sample: drained
+reason:
+  description: The node's drain reason now (the one set for a drain).
+  returned: always
+  type: str
+  sample: "gpufleet: available_memory: effective available memory 3.1Gi is below the 8Gi required"
+message:
+  description: One line saying what was found and done, starting with the node name.
+  returned: always
+  type: str
+  sample: "node003: not ready; draining: gpufleet: build_processes: 2 build processes still running"
+error:
+  description: Why nothing could be done (slurmctld unreachable, sinfo/scontrol missing, node unknown), else null.
+  returned: always
+  type: str
+  sample: "node003: slurmctld is unreachable (...): nothing drained or resumed"
+"""
+
+import os
+import socket
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpufleet.preflight.plugins.module_utils import _slurm
+from ansible_collections.gpufleet.preflight.plugins.module_utils._run import find_executable, run_with_timeout, search_path
+
+ARGUMENT_SPEC = dict(
+    node_name=dict(type="str"),
+    ready=dict(type="bool", required=True),
+    failed_checks=dict(type="list", elements="dict", default=[]),
+    reason_prefix=dict(type="str", default=_slurm.DEFAULT_PREFIX),
+    reason_max_length=dict(type="int", default=_slurm.MAX_REASON),
+    state_dir=dict(type="path", default=_slurm.DEFAULT_STATE_DIR),
+    slurm_conf=dict(type="path"),
+)
+SLURM_DIRS = ["/usr/bin", "/usr/local/bin", "/opt/slurm/bin"]
+TIMEOUT = 30
+
+
+def check_options(params):
+    """The first bad option, in words naming it; None when all are fine."""
+    try:
+        _slurm.validate_prefix(params["reason_prefix"])
+    except ValueError as exc:
+        return str(exc)
+    node = params["node_name"]
+    if not node or _slurm.clean_text(node) != node or " " in node or "," in node:
+        return "node_name: %r is not a Slurm node name (one printable word, no comma)" % (node,)
+    if not 24 <= params["reason_max_length"] <= 512:
+        return "reason_max_length: must be 24 to 512, got %s" % params["reason_max_length"]
+    if params["slurm_conf"] and not os.path.isfile(params["slurm_conf"]):
+        return "slurm_conf: %s is not a file" % params["slurm_conf"]
+    return None
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    params = module.params
+    if not params["node_name"]:
+        params["node_name"] = socket.gethostname().split(".")[0]
+    error = check_options(params)
+    if error:
+        module.fail_json(msg=error)
+    env = dict(os.environ)
+    if params["slurm_conf"]:
+        env["SLURM_CONF"] = params["slurm_conf"]
+
+    def run(argv):
+        rc, out, err = run_with_timeout(argv, TIMEOUT, env=env)
+        return (1 if rc is None else rc), out, err
+
+    def find(name):
+        return find_executable(name, search_path(SLURM_DIRS))
+
+    outcome = _slurm.apply(params["node_name"], params["ready"], params["failed_checks"], run, find,
+                           prefix=params["reason_prefix"], state_dir=params["state_dir"],
+                           check_mode=module.check_mode, max_length=params["reason_max_length"])
+    if outcome["error"]:
+        module.warn(outcome["error"])
+    module.exit_json(msg=outcome["message"], **outcome)
+
+
+if __name__ == "__main__":
+    main()
