@@ -60,10 +60,10 @@ def fleet_gate(report, max_not_ready=_UNSET):
                                  "or '' for no limit")
     try:
         _report.check_report(report, needs_hosts=False)
-        abort, why = _report.too_many_not_ready(report, max_not_ready)
+        decision = _report.gate(report, max_not_ready)
     except ValueError as exc:
         raise _refused("fleet_gate", exc)
-    return dict(abort=abort, reason=why)
+    return decision
 
 
 class FilterModule(object):

@@ -16,9 +16,15 @@ author: gpufleet.preflight contributors (@gpufleet)
 description:
   - Builds the fleet report from every host's registered M(gpufleet.preflight.readiness) result, writes
     C(preflight.json), C(preflight.xml) (JUnit, one test case per host and check, unreachable hosts as errors),
-    C(preflight.md) and C(preflight.html) (self-contained - the table, the failed checks and memory bars per node, inline
-    SVG, no scripts, fonts or network) into O(report_dir) on the controller, and returns the console table and the
-    O(max_not_ready) verdict.
+    C(preflight.md) and C(preflight.html) into O(report_dir) on the controller, and returns the console table and the
+    gate's decision on O(max_not_ready).
+  - Every report says the gate's decision (JSON C(gate), the Markdown's and the table's last line, the HTML's banner,
+    a JUnit test suite C(gate) whose case fails when the gate stopped the run).
+  - C(preflight.html) is one self-contained page for 8 to 500 hosts (inline CSS and SVG, no scripts, fonts or
+    network) - the summary and the gate's decision, failures grouped by check, one fleet memory chart, the host table,
+    a check x host grid and the build processes still running, each with its pid, state and age. It is rendered from
+    the Jinja2 template C(roles/preflight/templates/gpufleet_preflight.html.j2) shipped in the collection, autoescaped;
+    O(html_template) replaces it.
   - The rendering is the pure code behind the P(gpufleet.preflight.fleet_report#filter) filters; this action only
     writes, in-process and atomically, so no module runs on any host.
   - Reports are the run's output, not a change to a host; they are written in check mode too.
@@ -49,6 +55,12 @@ options:
     description: The policy the checks used, kept in the JSON report.
     type: dict
     default: {}
+  html_template:
+    description:
+      - A Jinja2 template of your own for C(preflight.html), rendered with autoescape on instead of the shipped
+        C(gpufleet_preflight.html.j2). Its directory is searched first, so it can C({% extends "gpufleet_preflight.html.j2" %})
+        and replace only the blocks it names.
+    type: path
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.flow
@@ -98,10 +110,15 @@ table:
   sample: ["HOST   STATUS  EFFECTIVE AVAILABLE / TOTAL  BUILD PROCS  FIRST FAILED CHECK", "node1  ready   448Gi / 449Gi  0  -",
            "1 ready, 0 not ready, 0 unreachable (of 1)"]
 gate:
-  description: Whether too much of the fleet is not ready (C(abort)) and why (C(reason)).
+  description:
+    - The gate's decision, as the reports show it. C(abort) is true when too much of the fleet is not ready;
+      C(decision) is V(stop) or V(continue); C(reason) says why, either way; C(not_ready) counts the hosts not ready
+      or unreachable of C(total); C(max_not_ready) is the limit as given (null for none), C(allowed) the hosts it
+      allows (null for no limit).
   returned: success
   type: dict
-  sample: {abort: false, reason: null}
+  sample: {abort: false, decision: continue, reason: "1 of 8 hosts are not ready or unreachable, within preflight_max_not_ready=25% (2 of 8 hosts)",
+           not_ready: 1, total: 8, max_not_ready: 25%, allowed: 2}
 files:
   description: The report files written.
   returned: success

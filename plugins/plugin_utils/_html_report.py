@@ -1,18 +1,25 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet.preflight contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Self-contained HTML pages for the build report and the preflight report (pure).
+"""Self-contained HTML pages for the build report and the preflight report, rendered from Jinja2 templates.
 
 One file each, readable offline and attachable to a ticket: inline CSS and inline SVG only - no script, no
 font, no image, no link to anywhere (a test loads them in headless Chromium and checks nothing is fetched).
-Every text from a node is escaped here (``html.escape``), on top of the reports' own control-character escaping.
+
+The templates ship in the collection (``roles/preflight/templates/gpufleet_*.html.j2``, docs/architecture.md says
+why there) and are rendered with autoescape on: every text from a node is escaped by Jinja2, on top of the reports'
+own control- and format-character escaping. A user's own template (``template``) is searched first, so it can
+replace a page or ``{% extends %}`` the shipped one. The drawing is computed here (pure functions, unit-tested):
+a chart is a dict of coordinates and labels, the template only writes the SVG elements.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from html import escape
+import os
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined, TemplateNotFound, TemplateSyntaxError
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._human import human
 from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _build_view as view
@@ -20,46 +27,60 @@ from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _report
 
 BUILD_SIGNATURE = "<!DOCTYPE html>\n<!-- gpufleet.preflight build report -->"
 PREFLIGHT_SIGNATURE = "<!DOCTYPE html>\n<!-- gpufleet.preflight preflight report -->"
+TEMPLATE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                            "roles", "preflight", "templates")
+PREFLIGHT_TEMPLATE = "gpufleet_preflight.html.j2"
+BUILD_TEMPLATE = "gpufleet_build.html.j2"
 WIDTH, HEIGHT = 640, 200
-LEFT, RIGHT, TOP, BOTTOM = 56, 12, 14, 28
-STYLE = """
-body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px;color:#1d232a;background:#fff}
-h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 6px}
-.summary{color:#444;margin:0 0 16px}
-table{border-collapse:collapse;margin:8px 0 12px}th,td{border:1px solid #d0d5db;padding:3px 8px;text-align:left}
-th{background:#eef1f4}td.num{text-align:right}
-.done,.ready{color:#176f2c;font-weight:600}.failed,.not_ready{color:#b3261e;font-weight:600}
-.unreachable{color:#7a4b00;font-weight:600}
-svg.chart{display:block;border:1px solid #d0d5db;background:#fbfcfd;margin:4px 0}
-svg text{font:11px system-ui,sans-serif;fill:#444}
-.legend span{margin-right:14px}.sw{display:inline-block;width:18px;height:3px;vertical-align:middle;margin-right:4px}
-"""
+LEFT, RIGHT, TOP, BOTTOM = 56, 44, 14, 28
+OPEN_UP_TO = 50        # hosts: the host table and the grid are open up to this many, folded (<details>) above
+MESSAGES_SHOWN = 8     # per failure group; the rest folded
+LABEL_CHARS = 24
 
 
-def _e(value):
-    return escape("-" if value is None else str(value), quote=True)
+class TemplateError(ValueError):
+    """A user template that cannot be found or read, said in words naming it."""
 
 
-def _page(signature, title, body):
-    return "%s\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>%s</title><style>%s</style></head>" \
-           "<body>\n%s\n</body></html>\n" % (signature, _e(title), STYLE, body)
+_ENVIRONMENTS = {}
 
 
-def _table(header, rows, numeric=()):
-    out = ["<table><thead><tr>%s</tr></thead><tbody>" % "".join("<th>%s</th>" % _e(h) for h in header)]
-    for row in rows:
-        cells = []
-        for index, cell in enumerate(row):
-            klass = ' class="num"' if index in numeric else ""
-            if isinstance(cell, tuple):  # (text, css class)
-                klass, cell = ' class="%s"' % _e(cell[1]), cell[0]
-            cells.append("<td%s>%s</td>" % (klass, _e(cell)))
-        out.append("<tr>%s</tr>" % "".join(cells))
-    out.append("</tbody></table>")
-    return "\n".join(out)
+def environment(template_dir=None):
+    """The Jinja2 environment: autoescape on, undefined names an error; ``template_dir`` searched before the
+    shipped templates."""
+    dirs = ([template_dir] if template_dir else []) + [TEMPLATE_DIR]
+    key = tuple(dirs)
+    if key not in _ENVIRONMENTS:
+        env = Environment(loader=FileSystemLoader(dirs), autoescape=True, undefined=StrictUndefined,
+                          trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
+        env.filters["human"] = human
+        env.filters["duration"] = view.duration
+        env.filters["label"] = label
+        _ENVIRONMENTS[key] = env
+    return _ENVIRONMENTS[key]
 
 
-# ---------------------------------------------------------------- the memory chart
+def render(name, template=None, **context):
+    """Render the shipped template ``name``, or the user's ``template`` (a path) instead."""
+    template_dir = None
+    if template:
+        template_dir, name = os.path.split(os.path.abspath(template))
+    try:
+        return environment(template_dir).get_template(name).render(**context)
+    except TemplateNotFound:
+        raise TemplateError("template: %s was not found" % (template or os.path.join(TEMPLATE_DIR, name)))
+    except TemplateSyntaxError as exc:
+        raise TemplateError("template: %s line %s: %s" % (template or name, exc.lineno, exc.message))
+
+
+def label(text, limit=LABEL_CHARS):
+    """A label cut to ``limit`` characters with an ellipsis, BEFORE it is escaped (the template escapes it): a cut
+    never falls inside an entity."""
+    text = "-" if text is None else str(text)
+    return text if len(text) <= limit else text[:limit - 1] + u"\u2026"
+
+
+# ---------------------------------------------------------------- the build's memory chart
 
 def chart_points(timeline, span, top, width=WIDTH, height=HEIGHT):
     """Timeline samples -> SVG ``x,y`` points in the plot area (time on x over ``span`` s, memory on y up to ``top``)."""
@@ -72,117 +93,171 @@ def chart_points(timeline, span, top, width=WIDTH, height=HEIGHT):
     return points
 
 
+def attempt_starts(entry):
+    """``{attempt: seconds since the build started}``: its first timeline sample, else the durations before it."""
+    starts = {}
+    for sample in entry.get("timeline") or []:
+        starts.setdefault(sample[3], float(sample[0]))
+    elapsed = 0.0
+    for attempt in entry.get("attempts") or []:
+        starts.setdefault(attempt.get("attempt"), elapsed)
+        elapsed += attempt.get("duration") or 0
+    return starts
+
+
+def peak_markers(entry):
+    """Each attempt's recorded peak, where it happened: ``[{t, bytes, attempt}]``. The time is the attempt's
+    highest timeline sample (its start when it has none); the height is the recorded peak, so the chart reaches
+    what the table says even when no sample caught it."""
+    timeline = entry.get("timeline") or []
+    starts = attempt_starts(entry)
+    markers = []
+    for attempt in entry.get("attempts") or []:
+        peak = attempt.get("peak_memory_bytes")
+        if not peak:
+            continue
+        own = [s for s in timeline if s[3] == attempt.get("attempt")]
+        moment = max(own, key=lambda s: s[1])[0] if own else starts.get(attempt.get("attempt"), 0.0)
+        markers.append(dict(t=float(moment), bytes=peak, attempt=attempt.get("attempt")))
+    return markers
+
+
+def jobs_steps(entry):
+    """Jobs over time as ``[(t, jobs)]`` steps: from the timeline's samples, else one step per attempt."""
+    steps = []
+    for sample in entry.get("timeline") or []:
+        if len(sample) > 2 and (not steps or steps[-1][1] != sample[2]):
+            steps.append((float(sample[0]), sample[2]))
+    if not steps:
+        starts = attempt_starts(entry)
+        steps = [(starts.get(a.get("attempt"), 0.0), a.get("jobs")) for a in entry.get("attempts") or []
+                 if isinstance(a.get("jobs"), int)]
+    return steps
+
+
 def memory_chart(name, entry, width=WIDTH, height=HEIGHT):
-    """One node's memory over time: the memory line, the budget (dashed red), each backoff (orange, labelled)."""
+    """One node's build as a chart: memory (each interval's maximum), the budget, each attempt's peak, the jobs
+    (a step line on the right axis) and each backoff. Returns the coordinates the template draws."""
     timeline = entry.get("timeline") or []
     limit = entry.get("memory_limit_bytes") or 0
-    peak = max([s[1] for s in timeline] + [entry.get("peak_memory_bytes") or 0])
+    markers = peak_markers(entry)
+    peak = max([s[1] for s in timeline] + [m["bytes"] for m in markers] + [entry.get("peak_memory_bytes") or 0])
     top = max(limit, peak, 1) * 1.1
     span = max([float(s[0]) for s in timeline] + [float(entry.get("duration") or 0), 1.0])
     plot_w, plot_h = width - LEFT - RIGHT, height - TOP - BOTTOM
-    parts = ['<svg class="chart" role="img" width="%d" height="%d" '
-             'viewBox="0 0 %d %d" data-node="%s"><title>%s: memory over time</title>' % (
-                 width, height, width, height, _e(name), _e(name))]
-    parts.append('<rect x="%d" y="%d" width="%d" height="%d" fill="#fff" stroke="#c7cdd4"/>' % (LEFT, TOP, plot_w, plot_h))
-    for fraction in (0.0, 0.5, 1.0):
-        y = TOP + plot_h * (1 - fraction)
-        parts.append('<text x="%d" y="%.1f" text-anchor="end">%s</text>' % (LEFT - 4, y + 4, _e(human(int(top * fraction)))))
-        parts.append('<text x="%.1f" y="%d" text-anchor="middle">%s</text>' % (
-            LEFT + plot_w * fraction, height - 8, _e(view.duration(span * fraction))))
-    if limit:
-        y = TOP + plot_h * (1 - limit / top)
-        parts.append('<line class="budget" x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#b3261e" stroke-width="1.5" '
-                     'stroke-dasharray="6 4"/>' % (LEFT, y, LEFT + plot_w, y))
-        parts.append('<text x="%d" y="%.1f" text-anchor="end" style="fill:#b3261e">budget %s</text>' % (
-            LEFT + plot_w - 4, y - 4, _e(human(limit))))
-    for event in entry.get("events") or []:
-        x = LEFT + plot_w * (float(event["t"]) / span)
-        parts.append('<line class="event" x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#d26a00" stroke-width="2"><title>%s'
-                     '</title></line>' % (x, TOP, x, TOP + plot_h, _e(event["label"])))
-        parts.append('<text x="%.1f" y="%d" style="fill:#d26a00">%s</text>' % (x + 3, TOP + 12, _e(
-            "OOM" if event["kind"] == "oom" else event["kind"])))
-    points = chart_points(timeline, span, top, width, height)
-    if points:
-        base = TOP + plot_h
-        parts.append('<polygon fill="#2f6fb5" fill-opacity="0.15" points="%.1f,%d %s %s,%d"/>' % (
-            float(points[0].split(",")[0]), base, " ".join(points), points[-1].split(",")[0], base))
-        parts.append('<polyline class="memory" fill="none" stroke="#2f6fb5" stroke-width="2" points="%s"/>' % " ".join(points))
-    else:
-        parts.append('<text x="%d" y="%d" text-anchor="middle">no memory samples</text>' % (LEFT + plot_w // 2, TOP + plot_h // 2))
-    parts.append("</svg>")
-    return "".join(parts)
+
+    def x_at(seconds):
+        return LEFT + plot_w * min(1.0, float(seconds) / span)
+
+    def y_at(value):
+        return TOP + plot_h * (1 - float(value) / top)
+
+    chart = dict(name=name, width=width, height=height, left=LEFT, top=TOP, plot_w=plot_w, plot_h=plot_h,
+                 base=TOP + plot_h, right=LEFT + plot_w, points=" ".join(chart_points(timeline, span, top, width, height)),
+                 yticks=[dict(y=TOP + plot_h * (1 - f), label=human(int(top * f))) for f in (0.0, 0.5, 1.0)],
+                 xticks=[dict(x=LEFT + plot_w * f, label=view.duration(span * f)) for f in (0.0, 0.5, 1.0)],
+                 budget=dict(y=y_at(limit), label="budget %s" % human(limit)) if limit else None,
+                 peaks=[dict(x=x_at(m["t"]), y=y_at(m["bytes"]), label="peak %s" % human(m["bytes"]),
+                             title="attempt %s: peak %s" % (m["attempt"], human(m["bytes"]))) for m in markers],
+                 events=[dict(x=x_at(e["t"]), label=e["label"], kind="OOM" if e["kind"] == "oom" else e["kind"])
+                         for e in entry.get("events") or []])
+    steps = jobs_steps(entry)
+    most = max([jobs for _t, jobs in steps] + [1])
+    jobs_top = most * 1.25
+    chart["jobs_max"] = most
+    chart["jobs_label_y"] = TOP + plot_h * (1 - most / jobs_top)
+    points = []
+    for index, (moment, jobs) in enumerate(steps):
+        y = TOP + plot_h * (1 - jobs / jobs_top)
+        end = steps[index + 1][0] if index + 1 < len(steps) else span
+        points.append("%.1f,%.1f %.1f,%.1f" % (x_at(moment), y, x_at(end), y))
+    chart["jobs_points"] = " ".join(points)
+    chart["jobs_labels"] = [dict(x=x_at(moment) + 3, y=TOP + plot_h * (1 - jobs / jobs_top) - 3, label="jobs %s" % jobs)
+                            for moment, jobs in steps]
+    return chart
 
 
-LEGEND = ('<p class="legend"><span><i class="sw" style="background:#2f6fb5"></i>memory in use</span>'
-          '<span><i class="sw" style="background:#b3261e"></i>budget (the build cgroup\'s limit)</span>'
-          '<span><i class="sw" style="background:#d26a00"></i>OOM kill / backoff</span></p>')
-
-
-def render_build_html(report):
+def render_build_html(report, template=None):
     """The build report as one self-contained HTML page: fleet summary, a row per node, then per node its attempts
     and memory chart."""
-    rows = []
+    nodes = []
     for name, entry in sorted(report["nodes"].items()):
-        rows.append((name, (entry["phase"], entry["phase"]), " → ".join(str(a["jobs"]) for a in entry["attempts"]) or "-",
-                     entry["backoffs"], entry["oom_kills"], entry["peak_memory_human"], entry["memory_limit_human"],
-                     view.duration(entry["duration"]), entry["first_failed_step"] or "-"))
-    body = ["<h1>Fleet build</h1>", '<p class="summary">%s; report written %s</p>' % (
-        _e(view.summary_line(report)), _e(report.get("finished"))),
-        _table(("node", "phase", "jobs per attempt", "backoffs", "OOM kills", "peak", "budget", "duration",
-                "first failed step"), rows, numeric=(3, 4)), LEGEND]
-    for name, entry in sorted(report["nodes"].items()):
-        body.append('<section class="node"><h2>%s <small class="%s">%s</small></h2>' % (
-            _e(name), _e(entry["phase"]), _e(entry["phase"])))
-        if entry["message"]:
-            body.append("<p>%s</p>" % _e(entry["message"]))
-        body.append(memory_chart(name, entry))
-        if entry["attempts"]:
-            body.append(_table(("attempt", "jobs", "duration", "peak", "OOM kills", "ended", "why"), [
-                (a["attempt"], a["jobs"], view.duration(a["duration"]), a["peak_memory_human"], a["oom_kills"],
-                 a["kind"], a["why"]) for a in entry["attempts"]], numeric=(0, 1, 4)))
-        body.append("</section>")
-    return _page(BUILD_SIGNATURE, "Fleet build", "\n".join(body))
+        nodes.append(dict(name=name, entry=entry, chart=memory_chart(name, entry),
+                          jobs=" → ".join(str(a["jobs"]) for a in entry["attempts"]) or "-",
+                          peaks=" → ".join(a["peak_memory_human"] or "-" for a in entry["attempts"]) or "-"))
+    return render(BUILD_TEMPLATE, template, signature=BUILD_SIGNATURE, report=report, nodes=nodes,
+                  summary=view.summary_line(report))
 
 
 # ---------------------------------------------------------------- the preflight page
 
-def memory_bar(name, entry, width=WIDTH, height=44):
-    """One host's memory: total, and the part available (effective, container-aware)."""
-    memory = entry.get("memory") or {}
-    total = memory.get("effective_total_bytes") or 0
-    available = memory.get("effective_available_bytes") or 0
-    plot_w = width - LEFT - RIGHT
-    parts = ['<svg class="chart" role="img" width="%d" height="%d" '
-             'viewBox="0 0 %d %d" data-node="%s"><title>%s: memory</title>' % (width, height, width, height, _e(name), _e(name))]
-    parts.append('<text x="%d" y="22" text-anchor="end">%s</text>' % (LEFT - 4, _e(name)[:10]))
-    parts.append('<rect x="%d" y="8" width="%d" height="20" fill="#e5e8ec"/>' % (LEFT, plot_w))
-    if total:
-        used_w = plot_w * max(0.0, min(1.0, float(total - available) / total))
-        parts.append('<rect class="used" x="%d" y="8" width="%.1f" height="20" fill="#2f6fb5"/>' % (LEFT, used_w))
-        parts.append('<text x="%d" y="40">%s available of %s%s</text>' % (
-            LEFT, _e(memory.get("effective_available_human")), _e(memory.get("effective_total_human")),
-            _e(" (cgroup limit; host %s)" % memory.get("host_total_human") if memory.get("limited_by") == "cgroup" else "")))
-    else:
-        parts.append('<text x="%d" y="40">no memory facts (%s)</text>' % (LEFT, _e(entry.get("status"))))
-    parts.append("</svg>")
-    return "".join(parts)
+def fleet_memory_chart(report, width=960, height=220):
+    """Every host's memory in one chart: hosts sorted by effective available memory (lowest first), a bar each
+    (available, over the light effective total), red when below the host's required minimum; the minimum as one
+    dashed line when every host has the same, else a tick on each bar. Hosts without memory facts are listed."""
+    known, missing = [], []
+    for name, entry in sorted(report["hosts"].items()):
+        memory = entry.get("memory") or {}
+        if isinstance(memory.get("effective_available_bytes"), (int, float)) and memory.get("effective_total_bytes"):
+            known.append((memory["effective_available_bytes"], name, memory))
+        else:
+            missing.append(name)
+    known.sort(key=lambda item: (item[0], item[1]))
+    labelled = 0 < len(known) <= 40
+    left, right, top, bottom = 64, 12, 16, (110 if labelled else 30)
+    height += bottom - 30
+    plot_w, plot_h = width - left - right, height - top - bottom
+    most = max([m["effective_total_bytes"] for _a, _n, m in known] + [m.get("required_bytes") or 0 for _a, _n, m in known] + [1])
+    scale = plot_h / float(most) / 1.05
+    slot = plot_w / float(max(len(known), 1))
+    gap = 0.0 if slot < 4 else min(slot * 0.2, 6.0)
+    required = set(m.get("required_bytes") for _a, _n, m in known)
+    one_required = required.pop() if len(required) == 1 else None
+    bars = []
+    for index, (available, name, memory) in enumerate(known):
+        need = memory.get("required_bytes")
+        x = left + index * slot + gap / 2
+        bar = dict(name=name, x=x, w=max(slot - gap, 0.5), total_y=top + plot_h - memory["effective_total_bytes"] * scale,
+                   total_h=memory["effective_total_bytes"] * scale, y=top + plot_h - available * scale, h=available * scale,
+                   below=need is not None and available < need,
+                   title="%s: %s available of %s%s" % (name, memory.get("effective_available_human"),
+                                                        memory.get("effective_total_human"),
+                                                        "; requires %s" % human(need) if need else ""),
+                   need_y=top + plot_h - need * scale if need is not None and one_required is None else None)
+        bars.append(bar)
+    labels = []
+    if labelled:
+        labels = [dict(x=b["x"] + b["w"] / 2, y=top + plot_h + 12, text=b["name"]) for b in bars]
+    return dict(width=width, height=height, left=left, top=top, plot_w=plot_w, plot_h=plot_h, base=top + plot_h,
+                bars=bars, labels=labels, missing=missing, below=sum(1 for b in bars if b["below"]),
+                required=dict(y=top + plot_h - one_required * scale, label="required %s" % human(one_required))
+                if one_required else None,
+                per_host_required=one_required is None and any(b["need_y"] is not None for b in bars),
+                yticks=[dict(y=top + plot_h - most * f * scale, label=human(int(most * f))) for f in (0.0, 0.5, 1.0)],
+                lowest=[(name, memory.get("effective_available_human")) for _a, name, memory in known[:5]])
 
 
-def render_preflight_html(report):
-    """The preflight fleet report as one self-contained HTML page: the table, the failed checks, memory bars."""
+def policy_items(policy):
+    """The policy as ``[(option, value as text)]``, sorted."""
+    items = []
+    for key, value in sorted((policy or {}).items()):
+        if isinstance(value, (list, tuple)) and len(value) == 2 and value[0] in ("absolute", "fraction") and \
+                isinstance(value[1], (int, float)):
+            value = human(value[1]) if value[0] == "absolute" else "%g of the effective total" % value[1]
+        items.append((str(key), value if isinstance(value, str) else repr(value)))
+    return items
+
+
+def render_preflight_html(report, template=None):
+    """The preflight fleet report as one self-contained HTML page: the summary and the gate's decision, failures
+    grouped by check, one fleet memory chart, the host table, the check x host grid and the build processes."""
     rows = _report.table_rows(report)
-    body = ["<h1>Fleet preflight</h1>", '<p class="summary">%s; checked %s</p>' % (
-        _e(_report.summary_line(report)), _e(report.get("finished"))),
-        _table(rows[0], [(r[0], (r[1], r[1].replace(" ", "_"))) + tuple(r[2:]) for r in rows[1:]], numeric=(3,))]
-    failures = [(name, c) for name, entry in sorted(report["hosts"].items()) for c in entry["checks"]
-                if c.get("status") in ("failed", "unknown")]
-    unreachable = [(name, entry) for name, entry in sorted(report["hosts"].items()) if entry["status"] == "unreachable"]
-    if failures or unreachable:
-        body.append("<h2>Failed checks</h2><ul>")
-        body.extend("<li><b>%s</b> <code>%s</code>: %s</li>" % (_e(name), _e(c["name"]), _e(c.get("message")))
-                    for name, c in failures)
-        body.extend("<li><b>%s</b>: %s</li>" % (_e(name), _e(entry["reason"])) for name, entry in unreachable)
-        body.append("</ul>")
-    body.append("<h2>Memory per node</h2>")
-    body.extend(memory_bar(name, entry) for name, entry in sorted(report["hosts"].items()))
-    return _page(PREFLIGHT_SIGNATURE, "Fleet preflight", "\n".join(body))
+    total = report["summary"]["total"]
+    return render(PREFLIGHT_TEMPLATE, template, signature=PREFLIGHT_SIGNATURE, report=report,
+                  summary=report["summary"], gate=report.get("gate") or None, run_line=_report.run_line(report),
+                  columns=_report.COLUMNS, header=rows[0],
+                  table=[dict(status=report["hosts"][name]["status"], cells=row) for name, row in zip(sorted(report["hosts"]), rows[1:])],
+                  groups=_report.failure_groups(report), grid=_report.grid(report),
+                  chart=fleet_memory_chart(report), processes=_report.process_rows(report),
+                  policy=policy_items(report.get("policy")), open_tables=total <= OPEN_UP_TO,
+                  messages_shown=MESSAGES_SHOWN)

@@ -1,9 +1,11 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet.preflight contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Fleet reports: each host's readiness result -> one report dict -> table, Markdown, JUnit XML.
+"""Fleet reports: each host's readiness result -> one report dict -> table, Markdown, JUnit XML (HTML: _html_report).
 
-Pure functions; the filter plugin hands them plain data and the playbook writes the files.
+Pure functions; the fleet_reports action and the filter plugins hand them plain data. What the renderings share
+lives here once: the columns of the host table (``COLUMNS``: console, Markdown and HTML all read it), the failures
+grouped by check, the check x node grid, the gate's decision and the text cleaning (``safe``).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -11,11 +13,13 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+import re
 from xml.etree import ElementTree
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._checks import printable
 
 STATUSES = ("ready", "not_ready", "unreachable")
+PROCESSES_KEPT = 50  # per node, in the report; the count is always the whole number
 
 # How each report file starts, so an earlier report can be replaced and anyone else's file never is.
 SIGNATURES = {
@@ -25,16 +29,44 @@ SIGNATURES = {
     "preflight.html": b"<!DOCTYPE html>\n<!-- gpufleet.preflight preflight report -->",  # _html_report
 }
 
+# Unicode format characters (category Cf: bidi overrides and isolates, zero-width joiners, the BOM, tag
+# characters ...) and the line/paragraph separators: a process may carry them in its name, and an override
+# reverses what a report or the console shows after it. Shown as visible escapes, like control characters.
+_FORMAT = re.compile(u"[\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b-\u200f\u2028-\u202e"
+                     u"\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb]|\U000110bd|\U000110cd|[\U00013430-\U0001343f]"
+                     u"|[\U0001bca0-\U0001bca3]|[\U0001d173-\U0001d17a]|\U000e0001|[\U000e0020-\U000e007f]")
+
+
+def _escape_format(match):
+    code = ord(match.group(0))
+    return "\\u%04x" % code if code <= 0xffff else "\\U%08x" % code
+
+
+def safe(text):
+    """Any text -> text with no control and no format character: both become visible escapes (``\\x1b``,
+    ``\\u202e``). Every string of a report passes through here once (``clean``)."""
+    return _FORMAT.sub(_escape_format, printable(text))
+
 
 def clean(value):
-    """``value`` with every string (and dict key) passed through ``printable``."""
+    """``value`` with every string (and dict key) passed through ``safe``."""
     if isinstance(value, dict):
         return dict((clean(key), clean(item)) for key, item in value.items())
     if isinstance(value, (list, tuple)):
         return [clean(item) for item in value]
     if isinstance(value, str):
-        return printable(value)
+        return safe(value)
     return value
+
+
+_MARKDOWN = re.compile(r"([\\`*_\[\]<>|#~!])")
+
+
+def markdown_text(text):
+    """Text for a Markdown paragraph or table cell: one line, no HTML or emphasis, links or code a reader did not
+    write (a process may call itself ``ld.<img src=x onerror=...>``): Markdown's punctuation backslash-escaped,
+    ``&`` as an entity."""
+    return _MARKDOWN.sub(r"\\\1", " ".join(safe(str(text)).split()).replace("&", "&amp;"))
 
 
 def is_own_report(name, head):
@@ -43,23 +75,51 @@ def is_own_report(name, head):
 
 
 CHECK_STATUSES = ("ok", "failed", "unknown", "skipped")
+# (path in a readiness result, the type it must have when present, what it is called in a message)
+_RESULT_SHAPE = (
+    (("msg",), str, "text"),
+    (("message",), str, "text"),
+    (("policy",), dict, "a dict"),
+    (("ansible_facts",), dict, "a dict of facts"),
+    (("ansible_facts", "gpufleet_memory"), dict, "a dict (the memory facts)"),
+    (("ansible_facts", "gpufleet_memory", "effective"), dict, "a dict"),
+    (("ansible_facts", "gpufleet_memory", "host"), dict, "a dict"),
+    (("ansible_facts", "gpufleet_build_processes"), dict, "a dict (the build process facts)"),
+    (("ansible_facts", "gpufleet_build_processes", "processes"), list, "a list of processes"),
+)
+
+
+def _at(value, path):
+    for key in path:
+        if not isinstance(value, dict) or value.get(key) is None:
+            return None
+        value = value[key]
+    return value
 
 
 def check_results(results, option="results"):
-    """ValueError naming ``option`` unless ``results`` is ``{hostname: registered readiness result or None}``.
-
-    Only the keys the report reads are checked; a result is whatever readiness (or an unreachable host) left.
+    """ValueError naming ``option`` and the host unless ``results`` is ``{hostname: registered readiness result or
+    None}``. Only the keys the report reads are checked; a result is whatever readiness (or an unreachable host) left.
     """
     if not isinstance(results, dict):
         raise ValueError("%s: a dict of hostname -> registered readiness result, got %s" % (option, type(results).__name__))
     for host, result in results.items():
-        where = "%s[%s]" % (option, printable(str(host)))
+        where = "%s[%s]" % (option, safe(str(host)))
         if result is None:
             continue
         if not isinstance(result, dict):
             raise ValueError("%s: a registered readiness result (dict) or null, got %s" % (where, type(result).__name__))
         if "ready" in result and not isinstance(result["ready"], bool):
             raise ValueError("%s: ready must be true or false, got %r" % (where, result["ready"]))
+        for path, kind, called in _RESULT_SHAPE:
+            value = _at(result, path)
+            if value is not None and not isinstance(value, kind):
+                raise ValueError("%s: %s must be %s, got %s %s" % (where, ".".join(path), called, type(value).__name__,
+                                                                   safe(repr(value))[:80]))
+        for index, proc in enumerate(_at(result, ("ansible_facts", "gpufleet_build_processes", "processes")) or []):
+            if not isinstance(proc, dict):
+                raise ValueError("%s: ansible_facts.gpufleet_build_processes.processes[%d] must be a process (dict), got %s"
+                                 % (where, index, type(proc).__name__))
         _check_checks(where, result.get("checks"))
 
 
@@ -88,15 +148,34 @@ def check_report(report, needs_hosts=True):
     if not isinstance(hosts, dict):
         raise ValueError("report: needs hosts, a dict of hostname -> host entry, got %r" % (hosts,))
     for name, entry in hosts.items():
-        where = "report: hosts[%s]" % printable(str(name))
+        where = "report: hosts[%s]" % safe(str(name))
         if not isinstance(entry, dict) or entry.get("status") not in STATUSES:
             raise ValueError("%s: a host entry with a status (%s), got %r" % (where, ", ".join(STATUSES), entry))
         _check_checks(where, entry.get("checks"))
+    if report.get("gate") is not None and not isinstance(report["gate"], dict):
+        raise ValueError("report: gate must be the dict fleet_gate returns, got %s" % type(report["gate"]).__name__)
 
 
 def _entry_without_facts(status, reason, failed_checks=()):
     return dict(status=status, reason=reason, checks=[], failed_checks=list(failed_checks), memory={},
-                build_processes=None, waited_seconds=None, checked_at=None, policy={})
+                build_processes=None, processes=[], waited_seconds=None, checked_at=None, policy={})
+
+
+def required_memory(policy, total):
+    """The bytes a host's policy requires available (``min_available_memory``: ``[absolute, bytes]`` or
+    ``[fraction, f]`` of the effective total), or None."""
+    rule = (policy or {}).get("min_available_memory")
+    if not isinstance(rule, (list, tuple)) or len(rule) != 2 or not isinstance(rule[1], (int, float)):
+        return None
+    if rule[0] == "fraction":
+        return int(total * rule[1]) if isinstance(total, (int, float)) else None
+    return int(rule[1])
+
+
+def _process(proc):
+    return dict(pid=proc.get("pid"), name=proc.get("name"), orphaned=bool(proc.get("orphaned")),
+                zombie=bool(proc.get("zombie")), age_seconds=proc.get("age_seconds"), rss_bytes=proc.get("rss_bytes"),
+                user=proc.get("user"))
 
 
 def host_entry(result):
@@ -113,7 +192,9 @@ def host_entry(result):
     effective = memory.get("effective") or {}
     host = memory.get("host") or {}
     procs = facts.get("gpufleet_build_processes") or {}
+    processes = procs.get("processes") or []
     failed = [c for c in result.get("checks") or [] if c.get("status") in ("failed", "unknown")]
+    policy = result.get("policy") or {}
     return dict(
         status="ready" if result["ready"] else "not_ready",
         reason=("%s: %s" % (failed[0]["name"], failed[0].get("message") or "")) if failed else None,
@@ -127,37 +208,55 @@ def host_entry(result):
             host_total_bytes=host.get("total_bytes"),
             host_total_human=host.get("total_human"),
             limited_by=effective.get("limited_by"),
+            required_bytes=required_memory(policy, effective.get("total_bytes")),
         ),
         build_processes=procs.get("count"),
+        processes=[_process(p) for p in processes[:PROCESSES_KEPT]],
         waited_seconds=result.get("waited_seconds"),
         checked_at=result.get("checked_at"),
-        policy=result.get("policy") or {},
+        policy=policy,
     )
 
 
-def build_report(results, policy=None, started=None, finished=None):
-    """``{hostname: registered result or None}`` -> the fleet report (what JSON, JUnit and Markdown render).
+def build_report(results, policy=None, started=None, finished=None, run=None):
+    """``{hostname: registered result or None}`` -> the fleet report (what JSON, JUnit, Markdown and HTML render).
 
     Without an explicit ``policy`` the report keeps the one every checked host used, or ``per_host``
-    when group variables gave hosts different ones (each host entry keeps its own).
+    when group variables gave hosts different ones (each host entry keeps its own). ``run``: what the
+    action knows of the run (collection version, limit, inventory), shown in the summaries.
     """
-    # Cleaned once here, so every rendering (JSON, JUnit, Markdown, console) shows the same escaped text.
+    # Cleaned once here, so every rendering (JSON, JUnit, Markdown, HTML, console) shows the same escaped text.
     hosts = clean(dict((name, host_entry(results[name])) for name in sorted(results)))
     if not policy:
         used = [entry["policy"] for entry in hosts.values() if entry.get("policy")]
         policy = used[0] if used and all(p == used[0] for p in used) else ({"per_host": True} if used else {})
     counts = dict((status, sum(1 for h in hosts.values() if h["status"] == status)) for status in STATUSES)
     counts["total"] = len(hosts)
-    return dict(summary=counts, hosts=hosts, policy=clean(policy or {}), started=started, finished=finished)
+    return dict(summary=counts, hosts=hosts, policy=clean(policy or {}), started=started, finished=finished,
+                gate=None, run=clean(run or {}))
 
+
+# ---------------------------------------------------------------- the gate
 
 def too_many_not_ready(report, max_not_ready):
     """``(abort, why)`` for ``preflight_max_not_ready``: a count (``2``) or a percentage (``'25%'``).
 
     Unreachable hosts count as not ready. ValueError names the option when the limit is neither.
     """
-    if max_not_ready is None or max_not_ready == "":
+    limit, shown = _limit(report, max_not_ready)
+    if limit is None:
         return False, None
+    bad = report["summary"]["not_ready"] + report["summary"]["unreachable"]
+    if bad > limit:
+        return True, "%d of %d hosts are not ready or unreachable, more than preflight_max_not_ready=%s allows" % (
+            bad, report["summary"]["total"], shown)
+    return False, None
+
+
+def _limit(report, max_not_ready):
+    """``(hosts allowed, how to say it)`` or ``(None, None)`` for no limit."""
+    if max_not_ready is None or max_not_ready == "":
+        return None, None
     text = str(max_not_ready).strip()
     total = report["summary"]["total"]
     try:
@@ -166,21 +265,53 @@ def too_many_not_ready(report, max_not_ready):
             if not 0 <= percent <= 100:
                 raise ValueError()
             limit = int(total * percent / 100.0)
-            shown = "%s (%d of %d hosts)" % (text, limit, total)
-        else:
-            limit = int(text)
-            if limit < 0 or str(limit) != text:
-                raise ValueError()
-            shown = text
+            return limit, "%s (%d of %d hosts)" % (text, limit, total)
+        limit = int(text)
+        if limit < 0 or str(limit) != text:
+            raise ValueError()
+        return limit, text
     except ValueError:
         raise ValueError("preflight_max_not_ready: %r is neither a count of hosts (like 2) nor a percentage (like 25%%)" % (max_not_ready,))
+
+
+def gate(report, max_not_ready):
+    """The gate's decision, as every report shows it and the action returns it::
+
+        {decision: stop | continue, abort: bool, reason: a sentence, not_ready: hosts not ready or unreachable,
+         total, max_not_ready: the limit as given (None: no limit), allowed: hosts the limit allows (None: no limit)}
+    """
+    allowed, shown = _limit(report, max_not_ready)
+    abort, why = too_many_not_ready(report, max_not_ready)
     bad = report["summary"]["not_ready"] + report["summary"]["unreachable"]
-    if bad > limit:
-        return True, "%d of %d hosts are not ready or unreachable, more than preflight_max_not_ready=%s allows" % (bad, total, shown)
-    return False, None
+    total = report["summary"]["total"]
+    if allowed is None:
+        why = "no preflight_max_not_ready: no limit; %d of %d hosts are not ready or unreachable" % (bad, total)
+    elif not abort:
+        why = "%d of %d hosts are not ready or unreachable, within preflight_max_not_ready=%s" % (bad, total, shown)
+    return dict(decision="stop" if abort else "continue", abort=abort, reason=why, not_ready=bad, total=total,
+                max_not_ready=None if allowed is None else safe(str(max_not_ready).strip()), allowed=allowed)
 
 
-def _memory_cell(entry):
+def gate_line(report):
+    """``Gate: stop - 6 of 8 hosts ...``, or None when no gate was evaluated for this report."""
+    decision = report.get("gate")
+    if not isinstance(decision, dict) or not decision.get("decision"):
+        return None
+    if decision["decision"] == "stop":
+        return "Gate: STOPPED THE RUN - %s" % decision.get("reason")
+    return "Gate: continue - %s" % decision.get("reason")
+
+
+# ---------------------------------------------------------------- one column list for every table
+
+class Column(object):
+    """One column of the host table: ``header``, ``cell(name, entry) -> text``, ``numeric`` (right-aligned)."""
+
+    def __init__(self, key, header, cell, numeric=False):
+        self.key, self.header, self.cell, self.numeric = key, header, cell, numeric
+
+
+def _memory_cell(name, entry):
     memory = entry.get("memory") or {}
     if not memory.get("effective_total_human"):
         return "-"
@@ -190,13 +321,22 @@ def _memory_cell(entry):
     return cell
 
 
-def table_rows(report):
-    """Rows of (host, status, memory, build processes, first failed check)."""
-    rows = [("HOST", "STATUS", "EFFECTIVE AVAILABLE / TOTAL", "BUILD PROCS", "FIRST FAILED CHECK")]
+COLUMNS = (
+    Column("host", "HOST", lambda name, entry: name),
+    Column("status", "STATUS", lambda name, entry: entry["status"].replace("_", " ")),
+    Column("memory", "EFFECTIVE AVAILABLE / TOTAL", _memory_cell),
+    Column("build_processes", "BUILD PROCS", lambda name, entry: "-" if entry.get("build_processes") is None
+           else str(entry["build_processes"]), numeric=True),
+    # one line per host, whatever the message holds
+    Column("reason", "FIRST FAILED CHECK", lambda name, entry: " ".join(str(entry.get("reason") or "-").split())),
+)
+
+
+def table_rows(report, columns=COLUMNS):
+    """The header, then a row per host (sorted), one cell per column of ``columns``."""
+    rows = [tuple(column.header for column in columns)]
     for name, entry in sorted(report["hosts"].items()):
-        procs = "-" if entry.get("build_processes") is None else str(entry["build_processes"])
-        reason = " ".join(str(entry.get("reason") or "-").split())  # one line per host, whatever the message holds
-        rows.append((name, entry["status"].replace("_", " "), _memory_cell(entry), procs, reason))
+        rows.append(tuple(column.cell(name, entry) for column in columns))
     return rows
 
 
@@ -206,36 +346,176 @@ def summary_line(report):
         counts["ready"], counts["not_ready"], counts["unreachable"], counts["total"])
 
 
-def render_table(report):
-    """Fixed-width text table for the console, ending with the count line."""
-    rows = table_rows(report)
-    widths = [max(len(row[i]) for row in rows) for i in range(4)]
-    lines = ["  ".join(cell.ljust(widths[i]) if i < 4 else cell for i, cell in enumerate(row)).rstrip() for row in rows]
-    return lines + [summary_line(report)]
+def render_table(report, columns=COLUMNS):
+    """Fixed-width text table for the console (every column padded but the last; numbers right-aligned), ending
+    with the count line and the gate's decision."""
+    rows = table_rows(report, columns)
+    widths = [max(len(row[i]) for row in rows) for i in range(len(columns))]
 
+    def pad(index, cell):
+        if index == len(columns) - 1:
+            return cell
+        return cell.rjust(widths[index]) if columns[index].numeric else cell.ljust(widths[index])
+
+    lines = ["  ".join(pad(i, cell) for i, cell in enumerate(row)).rstrip() for row in rows]
+    lines.append(summary_line(report))
+    if gate_line(report):
+        lines.append(gate_line(report))
+    return lines
+
+
+# ---------------------------------------------------------------- failures grouped, the grid
+
+def node_failures(entry):
+    """A host's failures as ``[(check names, message)]``: checks failing with the same message (a missing
+    ``nvidia-smi`` fails every GPU check) are said once."""
+    if entry["status"] == "unreachable":
+        return [(("reachable",), entry.get("reason") or "no result")]
+    by_message = []
+    for check in entry.get("checks") or []:
+        if check.get("status") not in ("failed", "unknown"):
+            continue
+        message = " ".join(str(check.get("message") or check.get("status")).split())
+        for names, known in by_message:
+            if known == message:
+                names.append(check["name"])
+                break
+        else:
+            by_message.append(([check["name"]], message))
+    if not by_message and entry["status"] == "not_ready":
+        by_message.append((list(entry.get("failed_checks") or ["readiness"]), " ".join(str(entry.get("reason") or "").split())))
+    return [(tuple(names), message) for names, message in by_message]
+
+
+def failure_groups(report):
+    """Failures grouped by check, most hosts first::
+
+        [{checks: [names], hosts: [host, ...], messages: [{message, hosts: [...]}, ...]}]
+    """
+    groups = {}
+    for name, entry in sorted(report["hosts"].items()):
+        for checks, message in node_failures(entry):
+            group = groups.setdefault(checks, dict(checks=list(checks), hosts=[], messages=[], _by={}))
+            group["hosts"].append(name)
+            if message not in group["_by"]:
+                group["_by"][message] = dict(message=message, hosts=[])
+                group["messages"].append(group["_by"][message])
+            group["_by"][message]["hosts"].append(name)
+    ordered = sorted(groups.values(), key=lambda g: (-len(g["hosts"]), g["checks"]))
+    for group in ordered:
+        del group["_by"]
+    return ordered
+
+
+GRID_MARKS = {"ok": "ok", "failed": "FAIL", "unknown": "?", "skipped": "-", None: ""}
+
+
+def grid(report):
+    """The check x host grid: ``{checks: [names in order of first appearance], rows: [{host, status, cells:
+    [{status: ok|failed|unknown|skipped|None (not run), mark, message}]}]}``."""
+    checks = []
+    seen = set()
+    for _name, entry in sorted(report["hosts"].items()):
+        for check in entry.get("checks") or []:
+            if check["name"] not in seen:
+                seen.add(check["name"])
+                checks.append(check["name"])
+    rows = []
+    for name, entry in sorted(report["hosts"].items()):
+        by_name = dict((c["name"], c) for c in entry.get("checks") or [])
+        cells = []
+        for check in checks:
+            found = by_name.get(check)
+            status = found.get("status") if found else None
+            cells.append(dict(status=status, mark=GRID_MARKS.get(status, str(status)),
+                              message=" ".join(str((found or {}).get("message") or "").split())))
+        rows.append(dict(host=name, status=entry["status"], reason=entry.get("reason"), cells=cells))
+    return dict(checks=checks, rows=rows)
+
+
+def describe_age(seconds):
+    if not isinstance(seconds, (int, float)):
+        return "-"
+    seconds = int(seconds)
+    if seconds < 60:
+        return "%ds" % seconds
+    if seconds < 3600:
+        return "%dm %02ds" % (seconds // 60, seconds % 60)
+    if seconds < 86400:
+        return "%dh %02dm" % (seconds // 3600, seconds % 3600 // 60)
+    return "%dd %02dh" % (seconds // 86400, seconds % 86400 // 3600)
+
+
+def process_rows(report):
+    """Every build process still running, one row each: ``(host, pid, name, state, age)``; state says
+    orphaned and/or zombie."""
+    rows = []
+    for name, entry in sorted(report["hosts"].items()):
+        for proc in entry.get("processes") or []:
+            state = ", ".join(word for word, flag in (("orphaned", proc.get("orphaned")), ("zombie", proc.get("zombie")))
+                              if flag) or "running"
+            rows.append((name, str(proc.get("pid")), str(proc.get("name")), state, describe_age(proc.get("age_seconds"))))
+    return rows
+
+
+def run_line(report):
+    """``checked 2026-...; gpufleet.preflight 0.1.0; limit node*; inventory inventory/fleet.ini``."""
+    run = report.get("run") or {}
+    parts = ["checked %s" % (report.get("finished") or "-")]
+    if run.get("collection_version"):
+        parts.append("gpufleet.preflight %s" % run["collection_version"])
+    parts.append("limit %s" % (run.get("limit") or "none (all hosts of the play)"))
+    if run.get("inventory"):
+        parts.append("inventory %s" % ", ".join(str(i) for i in run["inventory"]) if isinstance(run["inventory"], list)
+                     else "inventory %s" % run["inventory"])
+    return "; ".join(parts)
+
+
+# ---------------------------------------------------------------- JSON, Markdown, JUnit
 
 def render_json(report):
     return json.dumps(report, indent=2, sort_keys=True, default=str) + "\n"
 
 
-def render_markdown(report):
-    def cell(text):
-        return str(text).replace("|", "\\|").replace("\n", " ")
-
-    rows = table_rows(report)
-    out = ["# Fleet preflight", "", summary_line(report), "", "| " + " | ".join(rows[0]) + " |", "|" + " --- |" * len(rows[0])]
-    out.extend("| " + " | ".join(cell(c) for c in row) + " |" for row in rows[1:])
-    failures = [(name, c) for name, entry in sorted(report["hosts"].items()) for c in entry.get("checks") or []
-                if c.get("status") in ("failed", "unknown")]
-    if failures:
-        out += ["", "## Failed checks", ""]
-        out.extend("- **%s** `%s`: %s" % (name, c["name"], cell(c.get("message") or "")) for name, c in failures)
+def render_markdown(report, columns=COLUMNS):
+    md = markdown_text
+    rows = table_rows(report, columns)
+    out = ["# Fleet preflight", "", md(summary_line(report)), ""]
+    if gate_line(report):
+        out += ["**%s**" % md(gate_line(report)), ""]
+    out += [md(run_line(report)), ""]
+    groups = failure_groups(report)
+    if groups:
+        out += ["## Failures by check", ""]
+        for group in groups:
+            out.append("- `%s` — %d host%s: %s" % (", ".join(group["checks"]).replace("`", "'"), len(group["hosts"]),
+                                                   "" if len(group["hosts"]) == 1 else "s", md(", ".join(group["hosts"]))))
+            out.extend("  - %s: %s" % (md(", ".join(item["hosts"])), md(item["message"])) for item in group["messages"])
+        out.append("")
+    out += ["## Hosts", "", "| " + " | ".join(md(h) for h in rows[0]) + " |",
+            "|" + "".join(" ---: |" if column.numeric else " --- |" for column in columns)]
+    out.extend("| " + " | ".join(md(c) for c in row) + " |" for row in rows[1:])
+    processes = process_rows(report)
+    if processes:
+        out += ["", "## Build processes still running", "", "| host | pid | name | state | age |", "| --- | ---: | --- | --- | ---: |"]
+        out.extend("| " + " | ".join(md(c) for c in row) + " |" for row in processes)
     return "\n".join(out) + "\n"
 
 
 def render_junit(report):
-    """JUnit XML: a test suite per host, a test case per check; unreachable hosts are errors."""
+    """JUnit XML: a test suite per host, a test case per check; unreachable hosts are errors; the gate is a suite
+    of its own whose one case fails when the gate stopped the run."""
     suites = ElementTree.Element("testsuites", name="gpufleet.preflight")
+    decision = report.get("gate")
+    if isinstance(decision, dict) and decision.get("decision"):
+        suite = ElementTree.SubElement(suites, "testsuite", name="gate", tests="1", errors="0", skipped="0",
+                                       failures="1" if decision.get("abort") else "0")
+        case = ElementTree.SubElement(suite, "testcase", classname="gate", name="max_not_ready")
+        if decision.get("abort"):
+            ElementTree.SubElement(case, "failure", message="stopped the run: %s" % decision.get("reason")).text = str(
+                decision.get("reason"))
+        else:
+            ElementTree.SubElement(case, "system-out").text = str(decision.get("reason"))
     for name, entry in sorted(report["hosts"].items()):
         suite = ElementTree.SubElement(suites, "testsuite", name=name)
         failures = errors = skipped = 0

@@ -70,12 +70,28 @@ def test_build_page():
     assert text.count('class="event"') == 1      # node1's one backoff
     assert "OOM at jobs=4, resumed with jobs=2" in text
     assert "no memory samples" in text           # node2 and node3 still get their (empty) chart
+    assert "<td>4 → 2</td><td>400Mi → 245Mi</td>" in text   # jobs and peak per attempt in the summary
+
+
+def test_the_build_chart_reaches_the_recorded_peak_and_draws_the_jobs():
+    """Samples topped out at 380Mi under a 400Mi peak (issue 20 item 4): each attempt's recorded peak is marked at
+    its height, and the jobs are a step line 4 -> 2 with labels."""
+    report = view.build_report(build_nodes(), finished="2026-12-01T10:00:00Z")
+    chart = html.memory_chart("node1", report["nodes"]["node1"])
+    highest_sample = min(float(p.split(",")[1]) for p in chart["points"].split())
+    assert [p["label"] for p in chart["peaks"]] == ["peak 400Mi", "peak 245Mi"]
+    assert chart["peaks"][0]["y"] < highest_sample                      # higher on the page than any sample
+    assert abs(chart["peaks"][0]["y"] - chart["budget"]["y"]) < 0.01    # 400Mi peak on the 400Mi budget
+    assert [l["label"] for l in chart["jobs_labels"]] == ["jobs 4", "jobs 2"]
+    assert len(chart["jobs_points"].split()) == 4
+    text = html.render_build_html(report)
+    assert text.count('class="peak"') == 2 and text.count('class="jobs"') == 1
 
 
 @pytest.mark.parametrize("timeline, span, top, expected", [
     ([[0, 0, 1, 1]], 10, 100, ["56.0,172.0"]),
-    ([[10, 100, 1, 1]], 10, 100, ["628.0,14.0"]),
-    ([[5, 50, 1, 1]], 10, 100, ["342.0,93.0"]),
+    ([[10, 100, 1, 1]], 10, 100, ["596.0,14.0"]),
+    ([[5, 50, 1, 1]], 10, 100, ["326.0,93.0"]),
 ])
 def test_chart_points(timeline, span, top, expected):
     assert html.chart_points(timeline, span, top) == expected
@@ -83,26 +99,96 @@ def test_chart_points(timeline, span, top, expected):
 
 def preflight_report():
     def ready(available):
-        return {"ready": True, "checks": [{"name": "memory", "status": "passed", "message": "ok"}],
+        return {"ready": True, "checks": [{"name": "available_memory", "status": "ok", "message": ""}],
+                "policy": {"min_available_memory": ["absolute", 8 * GIB]},
                 "ansible_facts": {"gpufleet_memory": {"effective": {
                     "available_bytes": available, "available_human": "%dGi" % (available // GIB),
                     "total_bytes": 64 * GIB, "total_human": "64Gi", "limited_by": "host"}}}}
     failed = ready(2 * GIB)
-    failed.update(ready=False, checks=[{"name": "min_available_memory", "status": "failed",
+    failed.update(ready=False, checks=[{"name": "available_memory", "status": "failed",
                                         "message": "2Gi available < 8Gi <b>needed</b>"}])
-    return _report.build_report({"node1": ready(40 * GIB), "node2": failed, "node3": None},
-                                finished="2026-12-01T10:00:00Z")
+    report = _report.build_report({"node1": ready(40 * GIB), "blackwell-builder-07": failed, "node3": None},
+                                  finished="2026-12-01T10:00:00Z", run={"collection_version": "0.1.0", "limit": "node*"})
+    report["gate"] = _report.gate(report, "1")
+    return report
 
 
 def test_preflight_page():
     text = html.render_preflight_html(preflight_report())
     assert text.startswith(html.PREFLIGHT_SIGNATURE)
     assert_self_contained(text)
-    charts = [a for t, a in parse(text) if t == "svg" and a.get("class") == "chart"]
-    assert [a["data-node"] for a in charts] == ["node1", "node2", "node3"]
-    assert "Failed checks" in text and "min_available_memory" in text and "&lt;b&gt;needed&lt;/b&gt;" in text
-    assert text.count('class="used"') == 2       # node3 was unreachable: no facts, no bar
-    assert "1 ready, 1 not ready, 1 unreachable (of 3)" in text
+    tags = parse(text)
+    assert [a.get("name") for t, a in tags if t == "meta"] == [None, "viewport"]
+    assert len([a for t, a in tags if t == "svg" and a.get("class") == "fleet"]) == 1   # one chart, not one per node
+    assert "Failures by check" in text and "available_memory" in text and "&lt;b&gt;needed&lt;/b&gt;" in text
+    assert text.count('class="avail"') == 1 and text.count('class="below"') == 1   # node3 was unreachable: no bar
+    assert 'class="required"' in text and "required 8.0Gi" in text                  # the minimum and its legend
+    assert "No memory facts from 1 host: node3" in text
+    assert "The gate stopped the run: 2 of 3 hosts are not ready or unreachable" in text
+    assert "gpufleet.preflight 0.1.0; limit node*" in text
+    assert ">1 ready<" in text and ">1 not ready<" in text and ">1 unreachable<" in text
+    cells = [a for t, a in tags if t == "td" and (a.get("class") or "").startswith("c-")]
+    assert len(cells) == 3 * 1                                                       # 3 hosts x 1 check
+
+
+def test_memory_labels_are_cut_before_they_are_escaped():
+    """Cut after escaping, blackwell-builder-07 read 'blackwell-' and a cut could fall inside an entity (issue 18
+    item 14)."""
+    assert html.label("blackwell-builder-07") == "blackwell-builder-07"
+    assert html.label("a&b<c>d" * 4, 10) == u"a&b<c>da&\u2026"
+    report = preflight_report()
+    report["hosts"]["x&y<" * 7] = dict(report["hosts"]["node1"])
+    text = html.render_preflight_html(report)
+    assert "blackwell-builder-07" in text
+    labels = re.findall(r'transform="rotate[^"]*">([^<]*)</text>', text)
+    assert labels and not [l for l in labels if re.search(r"&(?!amp;|lt;|gt;|quot;|#)", l)], labels
+    assert u"x&amp;y&lt;" * 5 + u"x&amp;y\u2026" in labels
+
+
+def test_the_fleet_chart_sorts_hosts_by_available_memory():
+    chart = html.fleet_memory_chart(preflight_report())
+    assert [b["name"] for b in chart["bars"]] == ["blackwell-builder-07", "node1"]
+    assert [b["below"] for b in chart["bars"]] == [True, False]
+    assert chart["required"]["y"] < chart["bars"][0]["y"] and chart["missing"] == ["node3"]
+
+
+def test_per_host_minimums_are_ticks_on_each_bar():
+    report = preflight_report()
+    report["hosts"]["node1"]["memory"]["required_bytes"] = 16 * GIB
+    chart = html.fleet_memory_chart(report)
+    assert chart["required"] is None and chart["per_host_required"] and all(b["need_y"] for b in chart["bars"])
+
+
+def test_a_hostile_process_name_is_escaped_in_html():
+    evil = u"ld.<img src=x onerror=alert(1)>\u202e"
+    result = {"ready": False, "checks": [{"name": "build_processes", "status": "failed", "message": evil}],
+              "ansible_facts": {"gpufleet_build_processes": {"count": 1, "processes": [
+                  {"pid": 7, "name": evil, "orphaned": True, "zombie": False, "age_seconds": 5}]}}}
+    text = html.render_preflight_html(_report.build_report({"n1": result}))
+    assert_self_contained(text)
+    assert "<img" not in text and u"\u202e" not in text
+    assert "ld.&lt;img src=x onerror=alert(1)&gt;\\u202e" in text
+    assert "<td class=\"num\">7</td><td>ld.&lt;img" in text and "<td>orphaned</td>" in text
+
+
+def test_a_users_template_replaces_the_page(tmp_path):
+    mine = tmp_path / "mine.html.j2"
+    mine.write_text('{% extends "gpufleet_preflight.html.j2" %}{% block title %}Ours: {{ summary.total }}{% endblock %}')
+    text = html.render_preflight_html(preflight_report(), str(mine))
+    assert "<title>Ours: 3</title>" in text and "Failures by check" in text
+    with pytest.raises(html.TemplateError) as err:
+        html.render_preflight_html(preflight_report(), str(tmp_path / "missing.j2"))
+    assert str(err.value) == "template: %s was not found" % (tmp_path / "missing.j2")
+    (tmp_path / "bad.j2").write_text("{% if %}")
+    with pytest.raises(html.TemplateError) as err:
+        html.render_preflight_html(preflight_report(), str(tmp_path / "bad.j2"))
+    assert str(err.value).startswith("template: %s line 1:" % (tmp_path / "bad.j2"))
+
+
+def test_the_shipped_templates_escape_on_their_own():
+    env = html.environment()
+    assert env.autoescape is True
+    assert env.from_string("{{ x }}").render(x="<b>") == "&lt;b&gt;"
 
 
 def test_the_report_signatures_agree():

@@ -88,7 +88,8 @@ def test_junit_is_valid_and_says_the_same(report):
 def test_markdown_lists_failed_checks(report):
     text = _report.render_markdown(report)
     assert "1 ready, 1 not ready, 2 unreachable (of 4)" in text
-    assert "- **node2** `build_processes`: 2 build processes still running: ninja x2" in text
+    assert "- `build_processes` — 1 host: node2" in text
+    assert "  - node2: 2 build processes still running: ninja x2" in text
     assert text.count("\n| node") == 4
 
 
@@ -174,3 +175,154 @@ def test_each_rendering_starts_with_its_signature(report):
     for name, render in (("preflight.json", _report.render_json), ("preflight.xml", _report.render_junit),
                          ("preflight.md", _report.render_markdown)):
         assert _report.is_own_report(name, render(report).encode("utf-8")[:256])
+
+
+# ---------------------------------------------------------------- issue 20: the gate, grouping, one column list
+
+@pytest.mark.parametrize("limit, decision, allowed, reason", [
+    (None, "continue", None, "no preflight_max_not_ready: no limit; 3 of 4 hosts are not ready or unreachable"),
+    ("3", "continue", 3, "3 of 4 hosts are not ready or unreachable, within preflight_max_not_ready=3"),
+    ("50%", "stop", 2, "3 of 4 hosts are not ready or unreachable, more than preflight_max_not_ready=50% (2 of 4 hosts) allows"),
+])
+def test_the_gate_decision(report, limit, decision, allowed, reason):
+    gate = _report.gate(report, limit)
+    assert gate == {"decision": decision, "abort": decision == "stop", "reason": reason, "not_ready": 3, "total": 4,
+                    "max_not_ready": limit, "allowed": allowed}
+
+
+def stopped(report):
+    report["gate"] = _report.gate(report, "50%")
+    return report
+
+
+def test_every_rendering_says_the_gate_stopped_the_run(report):
+    stopped(report)
+    why = "3 of 4 hosts are not ready or unreachable, more than preflight_max_not_ready=50% (2 of 4 hosts) allows"
+    assert _report.render_table(report)[-1] == "Gate: STOPPED THE RUN - " + why
+    assert "**Gate: STOPPED THE RUN - 3 of 4 hosts" in _report.render_markdown(report)
+    import json
+    assert json.loads(_report.render_json(report))["gate"]["decision"] == "stop"
+    suite = [s for s in ElementTree.fromstring(_report.render_junit(report)).findall("testsuite") if s.get("name") == "gate"]
+    assert len(suite) == 1 and suite[0].get("failures") == "1"
+    assert suite[0].find("testcase/failure").get("message") == "stopped the run: " + why
+
+
+def test_junit_gate_case_passes_when_the_run_goes_on(report):
+    report["gate"] = _report.gate(report, "3")
+    suite = ElementTree.fromstring(_report.render_junit(report)).find("testsuite")
+    assert suite.get("name") == "gate" and suite.get("failures") == "0" and suite.find("testcase/failure") is None
+
+
+def test_one_column_list_drives_console_markdown_and_html(report):
+    """A new column is one entry: the console, Markdown and HTML tables all grow it (issue 21: range(4), numeric=(3,))."""
+    from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _html_report
+    extra = _report.Column("waited", "WAITED S", lambda name, entry: str(entry.get("waited_seconds")), numeric=True)
+    columns = _report.COLUMNS[:2] + (extra,) + _report.COLUMNS[2:]
+    table = _report.render_table(report, columns)
+    assert table[0].startswith("HOST   STATUS       WAITED S  EFFECTIVE")
+    assert table[1].startswith("node1  ready        " + "0".rjust(len("WAITED S")) + "  1.0Gi")
+    md = _report.render_markdown(report, columns)
+    assert "| HOST | STATUS | WAITED S | EFFECTIVE" in md and "| --- | --- | ---: | --- | ---: | --- |" in md
+    original = _report.COLUMNS
+    try:
+        _report.COLUMNS = columns
+        page = _html_report.render_preflight_html(report)
+    finally:
+        _report.COLUMNS = original
+    assert '<th class="num">WAITED S</th>' in page
+
+
+def test_the_console_pads_every_column_but_the_last(report):
+    lines = _report.render_table(report)
+    starts = [line.index(h) for line in lines[:1] for h in ("STATUS", "EFFECTIVE", "BUILD PROCS", "FIRST FAILED")]
+    for line in lines[1:5]:
+        assert [line[s - 2:s] for s in starts] == ["  "] * 4, line
+
+
+def test_identical_failures_of_one_node_are_said_once():
+    gpu = "nvidia-smi not found: install the NVIDIA driver"
+    results = {"cpu1": readiness(False, [check(name, "unknown", gpu) for name in ("gpu_count", "gpu_memory", "gpu_health")]
+                                 + [check("available_memory", "failed", "1.0Gi below 4Gi")]),
+               "cpu2": readiness(False, [check(name, "unknown", gpu) for name in ("gpu_count", "gpu_memory", "gpu_health")]),
+               "gpu1": readiness(False, [check("available_memory", "failed", "2.0Gi below 4Gi")]),
+               "gone": None}
+    groups = _report.failure_groups(_report.build_report(results))
+    assert [(g["checks"], g["hosts"]) for g in groups] == [
+        (["available_memory"], ["cpu1", "gpu1"]), (["gpu_count", "gpu_memory", "gpu_health"], ["cpu1", "cpu2"]),
+        (["reachable"], ["gone"])]
+    assert groups[1]["messages"] == [{"message": gpu, "hosts": ["cpu1", "cpu2"]}]
+    assert [m["hosts"] for m in groups[0]["messages"]] == [["cpu1"], ["gpu1"]]
+    text = _report.render_markdown(_report.build_report(results))
+    failures = text.split("## Failures by check")[1].split("## Hosts")[0]
+    assert failures.count("nvidia-smi not found") == 1, failures
+
+
+def test_the_grid_has_a_cell_per_host_and_check(report):
+    grid = _report.grid(report)
+    assert grid["checks"] == ["available_memory", "gpu_count", "build_processes"]
+    assert [len(row["cells"]) for row in grid["rows"]] == [3, 3, 3, 3]
+    assert [c["mark"] for c in grid["rows"][1]["cells"]] == ["FAIL", "?", "FAIL"]
+    assert [c["status"] for c in grid["rows"][2]["cells"]] == [None, None, None]
+
+
+def test_build_processes_are_shown_with_pid_state_and_age():
+    """README promises pid, orphaned/zombie and age; the check's message groups same-named ones as 'make x2'."""
+    result = readiness(False, [check("build_processes", "failed", "3 build processes still running: make x2, ninja (pid 9)")])
+    result["ansible_facts"]["gpufleet_build_processes"] = {"count": 3, "processes": [
+        {"pid": 7, "name": "make", "orphaned": True, "zombie": False, "age_seconds": 7380, "rss_bytes": 1},
+        {"pid": 8, "name": "make", "orphaned": False, "zombie": True, "age_seconds": 30, "rss_bytes": 1},
+        {"pid": 9, "name": "ninja", "orphaned": False, "zombie": False, "age_seconds": 61, "rss_bytes": 1}]}
+    report = _report.build_report({"n1": result})
+    assert _report.process_rows(report) == [("n1", "7", "make", "orphaned", "2h 03m"), ("n1", "8", "make", "zombie", "30s"),
+                                            ("n1", "9", "ninja", "running", "1m 01s")]
+    md = _report.render_markdown(report)
+    assert "| n1 | 7 | make | orphaned | 2h 03m |" in md and "| n1 | 8 | make | zombie | 30s |" in md
+
+
+# ---------------------------------------------------------------- issue 18 items 13 and the sweep's wrong shapes
+
+EVIL = u"ld.<img src=x onerror=alert(1)>\u202egnp.exe"
+
+
+def evil_report():
+    message = "1 build process still running: %s (pid 7)" % EVIL
+    result = readiness(False, [check("build_processes", "failed", message)])
+    result["ansible_facts"]["gpufleet_build_processes"] = {"count": 1, "processes": [
+        {"pid": 7, "name": EVIL, "orphaned": True, "zombie": False, "age_seconds": 5}]}
+    return _report.build_report({u"node\u202e1": result})
+
+
+def test_markdown_carries_no_raw_html_of_a_process_name():
+    text = _report.render_markdown(evil_report())
+    import re
+    assert not re.search(r"(?<!\\)[<>]", text) and "\\<img src=x onerror=alert(1)\\>" in text
+
+
+@pytest.mark.parametrize("render", [_report.render_table, _report.render_markdown, _report.render_json, _report.render_junit])
+def test_no_report_carries_a_bidi_override(render):
+    text = render(evil_report())
+    text = "\n".join(text) if isinstance(text, list) else text
+    assert u"\u202e" not in text and "\\u202e" in text
+
+
+def test_every_format_character_is_neutralised():
+    import sys
+    import unicodedata
+    for code in range(sys.maxunicode + 1):
+        char = chr(code)
+        if unicodedata.category(char) == "Cf" or char in u"\u2028\u2029":
+            assert char not in _report.safe(u"a%sb" % char), "U+%04X" % code
+
+
+@pytest.mark.parametrize("result, named", [
+    ({"ready": True, "ansible_facts": "x"}, "results[h1]: ansible_facts must be a dict of facts, got str"),
+    ({"unreachable": True, "msg": 5}, "results[h1]: msg must be text, got int"),
+    ({"ready": True, "ansible_facts": {"gpufleet_memory": "x"}}, "results[h1]: ansible_facts.gpufleet_memory must be a dict"),
+    ({"ready": True, "ansible_facts": {"gpufleet_memory": {"effective": [1]}}}, "ansible_facts.gpufleet_memory.effective must be"),
+    ({"ready": True, "ansible_facts": {"gpufleet_build_processes": {"processes": [1]}}}, "processes[0] must be a process"),
+    ({"ready": True, "policy": "x"}, "results[h1]: policy must be a dict"),
+])
+def test_results_of_the_wrong_shape_are_refused_naming_the_host(result, named):
+    with pytest.raises(ValueError) as err:
+        _report.check_results({"h1": result})
+    assert named in str(err.value)
