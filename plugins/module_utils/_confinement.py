@@ -29,11 +29,12 @@ import signal
 import time
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._cgroupfs import locate_controller, read_text
+from ansible_collections.gpufleet.preflight.plugins.module_utils._constants import GUARDED_BUILD_CGROUP_PREFIX
 from ansible_collections.gpufleet.preflight.plugins.module_utils._memory import parse_oom_kill_count
 
 STRATEGIES = ("auto", "systemd", "cgroupfs", "watchdog", "none")
 AUTO_ORDER = ("systemd", "cgroupfs", "watchdog")
-CGROUP_PREFIX = "gpufleet-build-"
+CGROUP_PREFIX = GUARDED_BUILD_CGROUP_PREFIX  # declared in _constants: the recent_oom check reads it without this file
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9_.-]+")
 
 

@@ -12,10 +12,10 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils._confinement import CGROUP_PREFIX as GUARDED_BUILD_CGROUP_PREFIX
+from ansible_collections.gpufleet.preflight.plugins.module_utils._constants import GUARDED_BUILD_CGROUP_PREFIX
 from ansible_collections.gpufleet.preflight.plugins.module_utils._human import human, parse_size
 from ansible_collections.gpufleet.preflight.plugins.module_utils._paths import is_within
-from ansible_collections.gpufleet.preflight.plugins.module_utils._toolchain import split_arch, supports, version_at_least, version_tuple
+from ansible_collections.gpufleet.preflight.plugins.module_utils._versions import split_arch, supports, version_at_least, version_tuple
 from ansible_collections.gpufleet.preflight.plugins.module_utils import _readiness_options
 from ansible_collections.gpufleet.preflight.plugins.module_utils._checks import result, skipped, unknown
 from ansible_collections.gpufleet.preflight.plugins.module_utils._policy import describe_age

@@ -18,16 +18,17 @@ import os
 import re
 import time
 
+from ansible_collections.gpufleet.preflight.plugins.module_utils import _constants
 from ansible_collections.gpufleet.preflight.plugins.module_utils._paths import is_within
 from ansible_collections.gpufleet.preflight.plugins.module_utils._run import run_with_timeout
 
-# Xid codes GPU health checks treat as fatal (need a reset or reboot, or mean lost/damaged hardware).
 # The kernel prints an OOM kill's header (with the ``oom-kill:`` line naming its cgroups) at most 10 times per
 # 5 s (oom_kill_process: __ratelimit(&oom_rs), DEFAULT_RATELIMIT_INTERVAL); later kills of a burst log only
 # "Killed process". Such a kill belongs to the burst whose last header came at most this long before it.
 OOM_HEADER_RATELIMIT_SECONDS = 5.0
 
-FATAL_XIDS = frozenset((48, 56, 57, 58, 62, 63, 64, 65, 68, 69, 73, 74, 79, 80, 81, 92, 119, 120))
+# Xid codes GPU health checks treat as fatal: declared in _constants (the readiness table's default reads it there).
+FATAL_XIDS = _constants.FATAL_XIDS
 
 _KMSG_RE = re.compile(r"^(\d+),(\d+),(\d+),[^;]*;(.*)$")
 _HEX_ESCAPE_RE = re.compile(r"\\x([0-9a-fA-F]{2})")

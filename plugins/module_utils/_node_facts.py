@@ -21,9 +21,10 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils import _gpus
 from ansible_collections.gpufleet.preflight.plugins.module_utils import _toolchain
 from ansible_collections.gpufleet.preflight.plugins.module_utils import _disks
 from ansible_collections.gpufleet.preflight.plugins.module_utils import _kernel_events
+from ansible_collections.gpufleet.preflight.plugins.module_utils import _constants
 
-# Order is the order facts are gathered in; cheap /proc reads first.
-SUBSETS = ("memory", "build_processes", "cpus", "disks", "kernel_events", "toolchain", "gpus")
+# Order is the order facts are gathered in; cheap /proc reads first (declared in _constants: the checks read it too).
+SUBSETS = _constants.SUBSETS
 
 
 # The longest a node waits on nvidia-smi: beyond that the driver is wedged, whatever the option says.

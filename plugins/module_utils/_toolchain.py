@@ -22,8 +22,10 @@ import sys
 from ansible_collections.gpufleet.preflight.plugins.module_utils._cuda_libraries import collect_cuda_libraries, cuda_versions_match
 from ansible_collections.gpufleet.preflight.plugins.module_utils._paths import SYSTEM_LIB_DIRS
 from ansible_collections.gpufleet.preflight.plugins.module_utils._run import find_executable, run_with_timeout, search_path
+# The comparisons live in _versions (pure): the readiness checks use them without importing this collector.
+from ansible_collections.gpufleet.preflight.plugins.module_utils._versions import VERSION_RE, split_arch, supports, version_at_least, version_tuple
 
-_VERSION_RE = re.compile(r"([0-9]+(?:\.[0-9]+)+)")
+_VERSION_RE = VERSION_RE
 _NVCC_RE = re.compile(r"release ([0-9]+\.[0-9]+), V([0-9][0-9.]*)")
 _ARCH_RE = re.compile(r"^(sm|compute|lto)_([0-9]+)([af]?)$")
 
@@ -105,25 +107,6 @@ print("GPUFLEET_PROBE " + json.dumps({"version": "%d.%d.%d" % tuple(sys.version_
 """
 
 
-def version_tuple(text):
-    """``'3.31.6'`` -> ``(3, 31, 6)``; None for None or text without a version."""
-    if text is None:
-        return None
-    match = _VERSION_RE.search(str(text))
-    if not match:
-        return None
-    return tuple(int(part) for part in match.group(1).split("."))
-
-
-def version_at_least(version, minimum):
-    """``version >= minimum`` comparing numerically (``'3.9' < '3.10'``); None when either is unknown."""
-    have, want = version_tuple(version), version_tuple(minimum)
-    if have is None or want is None:
-        return None
-    length = max(len(have), len(want))
-    return have + (0,) * (length - len(have)) >= want + (0,) * (length - len(want))
-
-
 def first_version(text, prefix=None):
     """The first ``N.N[.N]`` of the first line (starting with ``prefix`` when given) in a ``--version`` text."""
     for line in (text or "").splitlines():
@@ -175,48 +158,6 @@ def parse_gpu_list(text):
         if _ARCH_RE.match(token) and token not in found:
             found.append(token)
     return found
-
-
-def split_arch(arch):
-    """``'sm_120a'`` -> ``('sm', 120, 'a')``; ``'120'``/``'12.0'`` -> ``(None, 120, '')``; ValueError otherwise."""
-    text = str(arch).strip().lower()
-    if re.match(r"^[0-9]+\.[0-9]$", text):
-        major, minor = text.split(".")
-        return None, int(major) * 10 + int(minor), ""
-    match = re.match(r"^(?:(sm|compute|lto)_)?([0-9]+)([af]?)$", text)
-    if not match:
-        raise ValueError("%r is not a GPU architecture like sm_120a, compute_120, 120 or 12.0" % (arch,))
-    return match.group(1), int(match.group(2)), match.group(3)
-
-
-def supports(nvcc, arch):
-    """Whether the nvcc described by ``nvcc`` (its facts) can target ``arch``: ``(bool, reason)``.
-
-    ``sm_120a``/``compute_120a`` (architecture-specific) need the base ``120`` in nvcc's lists and CC >= 9.0;
-    ``sm_100f`` (family) needs CUDA >= 12.9. CUDA 12.6 lists no 120 at all; 12.8 and later do.
-    """
-    kind, number, suffix = split_arch(arch)
-    if not nvcc or not nvcc.get("present"):
-        return False, "nvcc not found"
-    codes = nvcc.get("gpu_codes") or []
-    archs = nvcc.get("gpu_archs") or []
-    if kind == "sm":
-        known = codes
-    elif kind == "compute":
-        known = archs
-    else:
-        known = codes + archs
-    numbers = set(split_arch(item)[1] for item in known)
-    cuda = nvcc.get("cuda_version")
-    if not known:
-        return False, "nvcc %s listed no GPU architectures" % (cuda or "?")
-    if number not in numbers:
-        return False, "nvcc %s does not know %s (it knows %s to %s)" % (cuda or "?", arch, min(numbers), max(numbers))
-    if suffix == "a" and number < 90:
-        return False, "architecture-specific targets (the 'a' suffix) start at sm_90a"
-    if suffix == "f" and not version_at_least(cuda, "12.9"):
-        return False, "family targets (the 'f' suffix) need CUDA >= 12.9, nvcc is %s" % (cuda or "?")
-    return True, "nvcc %s supports %s" % (cuda or "?", arch)
 
 
 def parse_python_probe(text):

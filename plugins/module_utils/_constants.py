@@ -1,0 +1,19 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Names both sides share, and nothing else: no imports, so the checks (controller or node-local health check)
+read them without pulling in the node collectors (``_node_facts`` imports every collector, ``_confinement``
+``_cgroupfs`` and ``_memory``)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+# node_facts' subsets, in the order they are gathered (cheap /proc reads first); custom checks read these names.
+SUBSETS = ("memory", "build_processes", "cpus", "disks", "kernel_events", "toolchain", "gpus")
+
+# Xid codes GPU health checks treat as fatal (need a reset or reboot, or mean lost/damaged hardware).
+FATAL_XIDS = frozenset((48, 56, 57, 58, 62, 63, 64, 65, 68, 69, 73, 74, 79, 80, 81, 92, 119, 120))
+
+# The name every guarded_build cgroup starts with: an OOM kill inside one is that build's backoff, not the node's.
+GUARDED_BUILD_CGROUP_PREFIX = "gpufleet-build-"
