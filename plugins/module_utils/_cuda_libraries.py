@@ -94,11 +94,54 @@ def collect_cuda_libraries(nvcc_path=None, python_executable=None, root="/"):
     system = [os.path.join(root, d, n) for d in SYSTEM_LIB_DIRS for n in ("libcuda.so", "libcuda.so.1")]
     driver = next((path for path in system if os.path.exists(path)), None)
     stub = next((path for path in stubs if os.path.exists(path)), None)
-    result["driver"] = {"present": bool(driver or stub), "library": driver or stub,
-                        "source": "driver" if driver else ("stub" if stub else None)}
+    link_stub = link_stub_path(python_executable)
+    link_stub = link_stub if link_stub and os.path.exists(link_stub) else None
+    result["driver"] = {"present": bool(driver or stub or link_stub), "library": driver or stub or link_stub,
+                        "source": "driver" if driver else ("stub" if stub else ("link-stub" if link_stub else None))}
     if not result["driver"]["present"]:
         result["missing"].append("driver")
+    result["cmake_args"] = cmake_args(result)
     return result
+
+
+# CMake cache variables that name each library (sgl-kernel's CMakeLists and CMake's FindCUDAToolkit read them)
+CMAKE_LIBRARY_VARIABLES = (
+    ("nvrtc", ("CUDA_nvrtc_LIBRARY", "CUDA_NVRTC_LIB")),
+    ("cublas", ("CUDA_cublas_LIBRARY",)),
+    ("cublasLt", ("CUDA_cublasLt_LIBRARY",)),
+)
+LINK_STUB_DIR = "gpufleet-cuda-stub"
+
+
+def link_stub_path(python_executable):
+    """Where build_deps makes a link-only libcuda.so on a node without driver and toolkit stub: inside the build
+    venv (never on the system's library path, so nothing loads it at run time)."""
+    if not python_executable:
+        return None
+    return os.path.join(os.path.dirname(os.path.dirname(python_executable)), "lib", LINK_STUB_DIR, "libcuda.so")
+
+
+def cmake_args(found):
+    """The CMake arguments a configure needs for what CMake's own search does not find: the libraries torch's pip
+    packages bring (or a toolkit's versioned-only ones), their include folder in the CUDA and C++ flags, and a libcuda
+    that is not the driver's unversioned one (the toolkit's stub, a link stub, the driver's libcuda.so.1 alone)."""
+    args = []
+    includes = []
+    for name, variables in CMAKE_LIBRARY_VARIABLES:
+        entry = found.get(name) or {}
+        if not entry.get("present") or (entry.get("source") == "toolkit" and entry.get("linkable")):
+            continue
+        args += ["-D%s=%s" % (variable, entry["library"]) for variable in variables]
+        include = os.path.dirname(entry["header"])
+        if entry.get("source") == "torch" and include not in includes:
+            includes.append(include)
+    if includes:
+        flags = " ".join("-I" + include for include in includes)
+        args += ["-DCMAKE_CUDA_FLAGS=" + flags, "-DCMAKE_CXX_FLAGS=" + flags]
+    driver = found.get("driver") or {}
+    if driver.get("present") and not (driver.get("source") == "driver" and os.path.basename(driver["library"]) == "libcuda.so"):
+        args.append("-DCUDA_cuda_driver_LIBRARY=" + driver["library"])
+    return args
 
 
 def cuda_versions_match(torch_cuda, nvcc_cuda):

@@ -1,0 +1,337 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Memory admitted per compile: a compiler launcher that waits until the build's memory budget has room for this
+source's expected peak (issue 17 item 2).
+
+One global ``-j`` is sized either for the heaviest source (and wastes the node on the common ones) or for the common
+ones (and OOMs on the heavy ones): sgl-kernel's SM120 GEMM sources peak at 6-15 GiB in cicc while the others stay
+under 3 GiB. This launcher sits before the compiler (``CMAKE_CUDA_COMPILER_LAUNCHER`` / ``CMAKE_CXX_COMPILER_LAUNCHER``,
+before a cache launcher when there is one) and:
+
+- finds the source on the compiler's command line (``-c <file>``, else the last argument with a source suffix);
+- expects the peak this source had the last time the node compiled it (``peaks.json``, keyed by the path relative to
+  the project root), times a margin; a source never seen gets the default;
+- waits, first come first served, until the sum of what the running compiles reserved plus its own peak fits the
+  budget (the build cgroup's ``memory.max`` less a reserve, or the configured budget) - alone it always runs, so a
+  source bigger than the budget still gets its chance and an OOM backs the build off as before;
+- runs the compiler, then records the largest resident size of any process it started (``RUSAGE_CHILDREN``) as the
+  source's peak (a compile killed by a signal keeps the larger of its partial peak and the one known before).
+
+The ledger is a small JSON file under ``flock``; entries of dead launchers are reclaimed. Stdlib only: the role copies
+this file beside the build and runs it with the build venv's python (``python gpufleet_admit.py --config=F -- cc ...``).
+The pure functions are tested in tests/unit; the launcher with real processes and a real cgroup in tests/build.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import errno
+import fcntl
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import time
+
+SOURCE_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx", ".c", ".C", ".c++")
+DEFAULTS = {
+    "state_dir": None,          # ledger.json + ledger.lock (one per build)
+    "peaks_path": None,         # peaks.json (node-local, shared by the builds of this node)
+    "root": None,               # project source root: keys are paths relative to it
+    "budget_bytes": None,       # None: the cgroup's memory.max (else MemAvailable at start)
+    "reserve_bytes": 512 * 1024 ** 2,   # ninja, cmake, pip and the page cache inside the cgroup
+    "default_bytes": 5 * 1024 ** 3,     # a source never seen: memory per nvcc thread ...
+    "default_times": 1,                 # ... x nvcc threads
+    "margin": 1.15,
+    "poll_seconds": 0.5,
+}
+
+
+# -- pure functions -------------------------------------------------------------------------------------------------
+def source_of(argv):
+    """The source file a compiler command line compiles, or None (a link step, a version query)."""
+    args = list(argv)
+    for index, arg in enumerate(args[:-1]):
+        if arg == "-c" and args[index + 1].endswith(SOURCE_SUFFIXES):
+            return args[index + 1]
+    for arg in reversed(args):
+        if not arg.startswith("-") and arg.endswith(SOURCE_SUFFIXES):
+            return arg
+    return None
+
+
+def source_key(source, root=None, cwd=None):
+    """A stable key for the source: relative to the project root when under it, else its absolute path."""
+    if source is None:
+        return None
+    path = os.path.normpath(os.path.join(cwd or os.getcwd(), source))
+    if root:
+        root = os.path.normpath(root)
+        if path == root or path.startswith(root + os.sep):
+            return os.path.relpath(path, root)
+    return path
+
+
+def expected_bytes(peaks, key, default_bytes, margin):
+    """(bytes this compile is expected to need, whether it was learned)."""
+    entry = (peaks or {}).get(key) if key else None
+    if entry and entry.get("peak_bytes"):
+        return int(entry["peak_bytes"] * margin), True
+    return int(default_bytes), False
+
+
+def reclaim(ledger, alive):
+    """The ledger without the entries whose launcher is gone."""
+    return dict((pid, entry) for pid, entry in (ledger or {}).items() if alive(int(pid)))
+
+
+def decide(ledger, pid, budget_bytes):
+    """Whether the waiting entry ``pid`` may start now: no earlier waiter is still queued (first come, first served,
+    so a heavy source is not starved by light ones) and its bytes fit beside the running ones - or nothing runs."""
+    me = ledger[str(pid)]
+    running = [e for e in ledger.values() if e.get("state") == "running"]
+    earlier = [e for p, e in ledger.items() if p != str(pid) and e.get("state") == "waiting"
+               and (e["since"], p) < (me["since"], str(pid))]
+    if earlier:
+        return False
+    if not running:
+        return True
+    return sum(e["bytes"] for e in running) + me["bytes"] <= budget_bytes
+
+
+def record(peaks, key, peak_bytes, seconds, killed, now):
+    """The peaks with this compile's measurement: the last measurement wins (sources change); a compile killed by a
+    signal (the OOM killer, a back-off) did not finish its peak, so it keeps the larger of this and what was known."""
+    peaks = dict(peaks or {})
+    if not key:
+        return peaks
+    peak = int(peak_bytes)
+    previous = peaks.get(key) or {}
+    if killed:
+        peak = max(peak, int(previous.get("peak_bytes") or 0))
+    peaks[key] = {"peak_bytes": peak, "seconds": round(float(seconds), 1), "killed": bool(killed), "at": int(now),
+                  "runs": int(previous.get("runs", 0)) + 1}
+    return peaks
+
+
+def cgroup_limit(proc_self_cgroup="/proc/self/cgroup", cgroup_root="/sys/fs/cgroup"):
+    """The smallest memory.max on the path of this process's cgroup (v2), or None when unlimited / unknown."""
+    try:
+        with open(proc_self_cgroup) as handle:
+            lines = handle.read().splitlines()
+    except (IOError, OSError):
+        return None
+    rel = next((line.split(":", 2)[2] for line in lines if line.startswith("0::")), None)
+    if rel is None:
+        return None
+    limits = []
+    parts = [p for p in rel.split("/") if p]
+    for depth in range(len(parts), -1, -1):
+        path = os.path.join(cgroup_root, *parts[:depth]) if depth else cgroup_root
+        try:
+            with open(os.path.join(path, "memory.max")) as handle:
+                value = handle.read().strip()
+        except (IOError, OSError):
+            continue
+        if value.isdigit():
+            limits.append(int(value))
+    return min(limits) if limits else None
+
+
+def mem_available(meminfo="/proc/meminfo"):
+    try:
+        with open(meminfo) as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (IOError, OSError):
+        pass
+    return None
+
+
+def budget(config, limit=None, available=None):
+    """The bytes compiles may reserve together: the configured budget and the cgroup limit (the smaller), less the
+    reserve; without either, what is available now."""
+    candidates = [b for b in (config.get("budget_bytes"), limit) if b]
+    base = min(candidates) if candidates else (available or 0)
+    return max(int(base) - int(config.get("reserve_bytes") or 0), 1)
+
+
+# -- files ----------------------------------------------------------------------------------------------------------
+def load_json(path):
+    try:
+        with open(path) as handle:
+            data = json.load(handle)
+        return data if isinstance(data, dict) else {}
+    except (IOError, OSError, ValueError):
+        return {}
+
+
+def save_json(path, data):
+    tmp = "%s.%d.tmp" % (path, os.getpid())
+    with open(tmp, "w") as handle:
+        json.dump(data, handle, indent=0, sort_keys=True)
+    os.rename(tmp, path)
+
+
+class Locked(object):
+    """flock on a lock file for the time of a with-block."""
+
+    def __init__(self, path):
+        self.path = path
+        self.handle = None
+
+    def __enter__(self):
+        self.handle = open(self.path, "a")
+        fcntl.flock(self.handle, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc):
+        fcntl.flock(self.handle, fcntl.LOCK_UN)
+        self.handle.close()
+
+
+def pid_alive(pid):
+    try:
+        os.kill(pid, 0)
+    except OSError as exc:
+        return exc.errno == errno.EPERM
+    return True
+
+
+UNITS = {"": 1, "B": 1, "K": 1024, "KB": 1000, "KIB": 1024, "M": 1024 ** 2, "MB": 1000 ** 2, "MIB": 1024 ** 2,
+         "G": 1024 ** 3, "GB": 1000 ** 3, "GIB": 1024 ** 3, "T": 1024 ** 4, "TB": 1000 ** 4, "TIB": 1024 ** 4}
+
+
+def to_bytes(value):
+    """An int, a number string or a size like 16GiB / 512M -> bytes; None / '' -> None."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, (int, float)):
+        return int(value)
+    text = str(value).strip().replace(" ", "")
+    number = text.rstrip("BbKkMmGgTtIi")
+    unit = text[len(number):].upper()
+    if unit not in UNITS or not number:
+        raise ValueError("not a size: %r" % (value,))
+    return int(float(number) * UNITS[unit])
+
+
+def load_config(path):
+    config = dict(DEFAULTS)
+    config.update(load_json(path))
+    for name in ("budget_bytes", "reserve_bytes", "default_bytes"):
+        config[name] = to_bytes(config.get(name))
+    config["default_bytes"] = (config["default_bytes"] or DEFAULTS["default_bytes"]) * int(config.get("default_times") or 1)
+    for name in ("state_dir", "peaks_path", "root"):
+        if config.get(name):
+            config[name] = os.path.expanduser(config[name])
+    if not config.get("state_dir"):
+        config["state_dir"] = os.path.dirname(os.path.abspath(path))
+    if not config.get("peaks_path"):
+        config["peaks_path"] = os.path.join(config["state_dir"], "peaks.json")
+    return config
+
+
+# -- the launcher ---------------------------------------------------------------------------------------------------
+def wait_for_room(config, key, need, pid, log):
+    """Queue in the ledger, wait until admitted; returns (seconds waited, budget)."""
+    state = config["state_dir"]
+    ledger_path = os.path.join(state, "ledger.json")
+    lock_path = os.path.join(state, "ledger.lock")
+    room = budget(config, cgroup_limit(), mem_available())
+    start = time.time()
+    with Locked(lock_path):
+        ledger = reclaim(load_json(ledger_path), pid_alive)
+        ledger[str(pid)] = {"state": "waiting", "bytes": need, "source": key, "since": start}
+        save_json(ledger_path, ledger)
+    said = False
+    while True:
+        with Locked(lock_path):
+            ledger = reclaim(load_json(ledger_path), pid_alive)
+            if str(pid) not in ledger:
+                ledger[str(pid)] = {"state": "waiting", "bytes": need, "source": key, "since": start}
+            if decide(ledger, pid, room):
+                ledger[str(pid)]["state"] = "running"
+                ledger[str(pid)]["started"] = time.time()
+                save_json(ledger_path, ledger)
+                return time.time() - start, room
+            save_json(ledger_path, ledger)
+        if not said:
+            log("gpufleet-admit: %s waits for %.1f GiB of the %.1f GiB budget" % (key, need / 1024.0 ** 3, room / 1024.0 ** 3))
+            said = True
+        time.sleep(float(config["poll_seconds"]))
+
+
+def leave(config, pid):
+    state = config["state_dir"]
+    with Locked(os.path.join(state, "ledger.lock")):
+        ledger = reclaim(load_json(os.path.join(state, "ledger.json")), pid_alive)
+        ledger.pop(str(pid), None)
+        save_json(os.path.join(state, "ledger.json"), ledger)
+
+
+def learn(config, key, peak, seconds, killed):
+    peaks_path = config["peaks_path"]
+    with Locked(peaks_path + ".lock"):
+        save_json(peaks_path, record(load_json(peaks_path), key, peak, seconds, killed, time.time()))
+
+
+def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    config_path = None
+    while argv and argv[0].startswith("--config="):
+        config_path = argv.pop(0).split("=", 1)[1]
+    if argv and argv[0] == "--":
+        argv.pop(0)
+    if not argv:
+        sys.stderr.write("gpufleet-admit: usage: gpufleet_admit.py --config=FILE [--] COMPILER ARGS...\n")
+        return 2
+    key = None
+    config = None
+    if config_path:
+        config = load_config(config_path)
+        key = source_key(source_of(argv[1:]), config.get("root"))
+    if config is None or key is None:   # not a compile of a source: run it as is
+        os.execvp(argv[0], argv)
+    try:
+        os.makedirs(config["state_dir"])
+    except OSError:
+        pass
+    try:
+        os.makedirs(os.path.dirname(config["peaks_path"]))
+    except OSError:
+        pass
+    need, _learned = expected_bytes(load_json(config["peaks_path"]), key, config["default_bytes"], float(config["margin"]))
+    pid = os.getpid()
+    room = None
+    child = None
+
+    def forward(signum, _frame):
+        if child is not None and child.poll() is None:
+            child.send_signal(signum)
+        else:
+            leave(config, pid)
+            sys.exit(128 + signum)
+
+    for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(signum, forward)
+    try:
+        _waited, room = wait_for_room(config, key, need, pid, lambda text: sys.stderr.write(text + "\n"))
+        start = time.time()
+        child = subprocess.Popen(argv)
+        rc = child.wait()
+        seconds = time.time() - start
+    finally:
+        leave(config, pid)
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+    learn(config, key, peak, seconds, rc < 0)
+    return 128 - rc if rc < 0 else rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
