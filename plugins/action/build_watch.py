@@ -15,8 +15,6 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import base64
-import json
 import os
 import sys
 import threading
@@ -35,6 +33,8 @@ display = Display()
 ARGUMENT_SPEC = dict(
     jobs=dict(type="dict", required=True),
     status_paths=dict(type="dict", default={}),
+    run_ids=dict(type="dict", default={}),
+    max_status_bytes=dict(type="int", default=1048576),
     interval=dict(type="float", default=30),
     timeout=dict(type="float", default=0),
     unreachable_after=dict(type="int", default=3),
@@ -45,11 +45,13 @@ ARGUMENT_SPEC = dict(
 )
 
 
-def check_jobs(jobs, status_paths=None):
-    """``{host: {jid, status_path}}`` from ``jobs`` (each a dict with both, or a job id with the path in
-    ``status_paths``); AnsibleActionFail naming the option otherwise."""
+def check_jobs(jobs, status_paths=None, run_ids=None):
+    """``{host: {jid, status_path, run_id}}`` from ``jobs`` (each a dict with jid and status_path and maybe
+    run_id, or a job id with the path in ``status_paths``; run ids may come from ``run_ids``); AnsibleActionFail
+    naming the option otherwise."""
     checked = {}
     status_paths = status_paths or {}
+    run_ids = run_ids or {}
     for host, job in jobs.items():
         if isinstance(job, (str, int)) and not isinstance(job, bool) and str(job) and status_paths.get(host):
             job = {"jid": job, "status_path": status_paths[host]}
@@ -57,7 +59,14 @@ def check_jobs(jobs, status_paths=None):
             raise AnsibleActionFail("jobs: the entry of %s must be a dict with jid (the async job id) and "
                                     "status_path (the guarded_build status file), or a job id with the path in "
                                     "status_paths, got %r" % (host, job))
-        checked[str(host)] = {"jid": str(job["jid"]), "status_path": str(job["status_path"])}
+        run_id = job.get("run_id", run_ids.get(host))
+        if run_id is not None and (not isinstance(run_id, (str, int)) or isinstance(run_id, bool) or not str(run_id).strip()):
+            raise AnsibleActionFail("%s: the run id of %s must be a non-empty string (the run_id given to "
+                                    "guarded_build), got %r" % ("jobs" if "run_id" in job else "run_ids", host, run_id))
+        if not isinstance(job["status_path"], str) or not job["status_path"].startswith("/") or "\x00" in job["status_path"]:
+            raise AnsibleActionFail("jobs: the status_path of %s must be an absolute path, got %r" % (host, job["status_path"]))
+        checked[str(host)] = {"jid": str(job["jid"]), "status_path": job["status_path"],
+                              "run_id": None if run_id is None else str(run_id)}
     return checked
 
 
@@ -70,6 +79,8 @@ def check_numbers(args):
         raise AnsibleActionFail("unreachable_after must be between 1 and 1000 polls, got %r" % args["unreachable_after"])
     if not 1 <= args["status_every"] <= 1000:
         raise AnsibleActionFail("status_every must be between 1 and 1000 polls, got %r" % args["status_every"])
+    if not 4096 <= args.get("max_status_bytes", 1048576) <= 64 << 20:
+        raise AnsibleActionFail("max_status_bytes must be between 4096 and 67108864, got %r" % args["max_status_bytes"])
 
 
 def check_report_dir(args):
@@ -114,15 +125,17 @@ def controller_on_terminal():
 class NodeWatch(object):
     """One node: its connection, a handler to run modules there, what was last learned."""
 
-    def __init__(self, name, job, handler, variables):
+    def __init__(self, name, job, handler, variables, max_bytes=1048576):
         self.name = name
         self.job = job
         self.handler = handler
         self.variables = variables
-        self.node = {"status": None, "result": None, "unreachable": None}
+        self.max_bytes = max_bytes
+        self.node = {"status": None, "result": None, "unreachable": None, "status_error": None, "foreign": False}
         self.failures = 0
         self.polls = 0
         self.async_dir = None
+        self.last_error = None
 
     def run_module(self, module, args):
         result = self.handler._execute_module(module_name=module, module_args=args, task_vars=self.variables)  # pylint: disable=protected-access
@@ -131,13 +144,27 @@ class NodeWatch(object):
         return result
 
     def read_status(self):
-        result = self.run_module("ansible.legacy.slurp", {"src": self.job["status_path"]})
-        if result.get("failed"):
-            return None  # not written yet (queued) or removed
-        try:
-            return json.loads(base64.b64decode(result["content"]).decode("utf-8", "replace"))
-        except (KeyError, ValueError, TypeError):
+        """The status file of the run followed, read bounded on the node (build_status) and checked here; None
+        while there is none (or another run's). What is wrong with it is kept as the node's ``status_error``."""
+        result = self.run_module("gpufleet.preflight.build_status",
+                                 {"path": self.job["status_path"], "max_bytes": self.max_bytes})
+        error = result.get("msg") if result.get("failed") else result.get("error")
+        if error:
+            self.node["status_error"] = " ".join(to_text(error).split())[:300]
             return None
+        raw = result.get("status")
+        if raw is None:
+            return None  # not written yet (queued), or removed
+        status, error = view.check_status(raw)
+        if error:
+            self.node["status_error"] = "%s: %s" % (self.job["status_path"], error)
+            return None
+        if not view.belongs(status, self.job.get("run_id")):
+            self.node["foreign"] = True  # an earlier run's file: this run's module has not written its own yet
+            self.node["status_error"] = None
+            return None
+        self.node.update(foreign=False, status_error=None, status=status)
+        return status
 
     def read_job(self):
         if self.async_dir is None:
@@ -152,21 +179,21 @@ class NodeWatch(object):
         return None
 
     def poll(self, status_every):
-        """One poll; returns nothing, updates ``self.node``."""
-        if view.phase(self.node) in view.FINAL:
+        """One poll; returns nothing, updates ``self.node``. Only the job's result ends a node (a status file
+        saying succeeded may be an earlier run's, or the module may still be writing its result)."""
+        if view.over(self.node):
             return
         self.polls += 1
         try:
             status = self.read_status()
-            if status is not None:
-                self.node["status"] = status
             state = (status or {}).get("state")
-            if state in ("succeeded", "failed") or status is None or self.polls % status_every == 0:
+            ended = state in ("succeeded", "failed", "stopped")
+            if ended or status is None or self.polls % status_every == 0:
                 job = self.read_job()
                 if job is not None:
-                    if state not in ("succeeded", "failed"):  # the last status with the whole timeline
-                        self.node["status"] = self.read_status() or self.node["status"]
-                    self.node["result"] = job
+                    if not ended:  # the last status with the whole timeline
+                        self.read_status()
+                    self.node["result"] = view.check_result(job)
             self.failures = 0
         except (AnsibleConnectionFailure, AnsibleError, OSError) as exc:
             self.failures += 1
@@ -220,24 +247,8 @@ class ActionModule(ActionBase):
             text = "\x1b[%dA\x1b[J%s" % (previous, text)
         display.display(text)
 
-    def run(self, tmp=None, task_vars=None):
-        result = super(ActionModule, self).run(tmp, task_vars)
-        del tmp
-        task_vars = task_vars or {}
-        _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
-        check_numbers(args)
-        check_report_dir(args)
-        jobs = check_jobs(args["jobs"], args["status_paths"])
-        hostvars = task_vars.get("hostvars") or {}
-        watches = {}
-        for host, job in sorted(jobs.items()):
-            if host not in hostvars:
-                raise AnsibleActionFail("jobs: %s is not a host of the inventory" % host)
-            variables = hostvars[host]
-            watches[host] = NodeWatch(host, job, self._handler_for(host, variables), variables)
-        redraw = args["redraw"] == "always" or (args["redraw"] == "auto" and controller_on_terminal())
-        started = time.time()
-        deadline = started + args["timeout"] if args["timeout"] else None
+    def _watch(self, watches, args, redraw, started, deadline):
+        """Poll every node until all are over (or the timeout): ``(polls, nodes)``."""
         last_lines, previous_count = None, 0
         lock = threading.Lock()
         polls = 0
@@ -258,10 +269,36 @@ class ActionModule(ActionBase):
                     break
                 if deadline and time.time() > deadline:
                     for watch in watches.values():
-                        if view.phase(watch.node) not in view.FINAL:
+                        if not view.over(watch.node):
                             watch.node["unreachable"] = "still running after the watch's timeout of %ss" % args["timeout"]
                     break
                 time.sleep(args["interval"])
+        return polls, nodes
+
+    def run(self, tmp=None, task_vars=None):
+        result = super(ActionModule, self).run(tmp, task_vars)
+        del tmp
+        task_vars = task_vars or {}
+        _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        check_numbers(args)
+        check_report_dir(args)
+        jobs = check_jobs(args["jobs"], args["status_paths"], args["run_ids"])
+        hostvars = task_vars.get("hostvars") or {}
+        watches = {}
+        for host, job in sorted(jobs.items()):
+            if host not in hostvars:
+                raise AnsibleActionFail("jobs: %s is not a host of the inventory" % host)
+            variables = hostvars[host]
+            watches[host] = NodeWatch(host, job, self._handler_for(host, variables), variables, args["max_status_bytes"])
+        redraw = args["redraw"] == "always" or (args["redraw"] == "auto" and controller_on_terminal())
+        started = time.time()
+        deadline = started + args["timeout"] if args["timeout"] else None
+        try:
+            polls, nodes = self._watch(watches, args, redraw, started, deadline)
+        except KeyboardInterrupt:
+            # Ctrl-C stops the watching, not the builds: they run on detached (async), each holding its build dir
+            display.display(interrupted_message(watches), stderr=True)
+            raise
         report = view.build_report(nodes, finished=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
         files = []
         if args["write"] and args["report_dir"] is not None:
@@ -281,6 +318,22 @@ class ActionModule(ActionBase):
         result.update(changed=any(r.get("changed") for r in results.values()), results=results, report=report,
                       files=files, polls=polls, msg=view.summary_line(report))
         return result
+
+
+def interrupted_message(watches):
+    """What an interrupted watch tells the user: which builds run on, and how to stop or follow them."""
+    running = sorted(name for name, watch in watches.items() if not view.over(watch.node))
+    if not running:
+        return "build_watch interrupted: every build had already ended."
+    return ("build_watch interrupted: the build%s on %s keep%s running on the node%s (started with async; each "
+            "holds its build dir's lock).\n"
+            "  To stop them (each build ends through its own guarded_build, which releases the lock and the memory "
+            "cgroup and marks the status \"stopped\"):\n"
+            "    ansible-playbook gpufleet.preflight.build_stop -i <inventory> -e build_stop_hosts=%s\n"
+            "  To build on later, run the same playbook again: a build resumes in its build dir (a rerun while one "
+            "runs is refused naming its owner)." % (
+                "" if len(running) == 1 else "s", ", ".join(running), "s" if len(running) == 1 else "",
+                "" if len(running) == 1 else "s", ",".join(running)))
 
 
 def write_reports(report_dir, report):

@@ -15,14 +15,18 @@ version_added: 0.2.0
 author: gpufleet.preflight contributors (@gpufleet)
 description:
   - Follows the M(gpufleet.preflight.guarded_build) jobs started with C(async) on every node of O(jobs), in one loop
-    on the controller, and prints one table per poll - a row per node with its phase (C(queued), C(configuring),
-    C(compiling), C(linking), C(installing), C(done), C(failed), C(unreachable)), ninja's C([N/M]) with the percent
+    on the controller, and prints one table per poll - a row per node with its phase (C(queued), C(starting),
+    C(configuring), C(compiling), C(linking), C(installing), C(done), C(failed), C(stopped), C(unreachable)), ninja's C([N/M]) with the percent
     and an ETA from the rate so far, the jobs now and the backoffs so far, memory in use against the build's budget,
     the peak, the OOM kills and the first failed step. It replaces a per-host C(async_status) retry loop and its
     per-host lines.
   - Each node is reached over its own connection (its inventory and connection variables, as a task on that host
-    would be) - C(ansible.builtin.slurp) reads the build's status file, C(ansible.builtin.async_status) the job's
-    result once the status says it ended (and every O(status_every) polls, in case the module died without saying so).
+    would be) - M(gpufleet.preflight.build_status) reads the build's status file (bounded), C(ansible.builtin.async_status)
+    the job's result once the status says it ended (and every O(status_every) polls, in case the module died without
+    saying so).
+  - Interrupting the playbook (Ctrl-C) stops the watching, not the builds - they were started with C(async) and run
+    on; the task says so, naming the nodes, and how to stop them (C(playbooks/build_stop.yml)). A build stopped that way
+    shows as C(stopped).
   - A node that does not answer O(unreachable_after) polls in a row shows as C(unreachable) and is no longer
     polled; the others go on. Nodes finishing at different times are followed until the last one ends.
   - The table goes through the Display, so it works with any stdout callback; a new table is printed only when a
@@ -44,6 +48,23 @@ options:
     description: Hostname to the node's status file, for the entries of O(jobs) that are a job id alone.
     type: dict
     default: {}
+  run_ids:
+    description:
+      - Hostname to the C(run_id) given to that node's M(gpufleet.preflight.guarded_build) (or C(run_id) in the
+        node's O(jobs) entry). The watch then follows that run only - a status file of another run (the build dir's
+        previous build, still saying C(succeeded)) shows the node as C(starting) until this run's module writes its
+        own.
+      - Whatever a status file says, a node is over only once its job's result is in (or it is unreachable).
+    type: dict
+    default: {}
+  max_status_bytes:
+    description:
+      - The largest status file read on a node (4096 to 67108864 bytes), by M(gpufleet.preflight.build_status). A
+        larger file, a FIFO, or JSON of another shape than guarded_build writes is shown as that node's error while
+        the others are followed; the timeline kept per node is bounded (240 samples, peaks kept) whatever the file
+        held.
+    type: int
+    default: 1048576
   interval:
     description: Seconds between polls (0.1 to 3600).
     type: float
@@ -96,6 +117,7 @@ attributes:
     platforms: posix
 seealso:
   - module: gpufleet.preflight.guarded_build
+  - module: gpufleet.preflight.build_status
 """
 
 EXAMPLES = r"""

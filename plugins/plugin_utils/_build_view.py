@@ -7,9 +7,14 @@ row of the live table (gpufleet.preflight.build_watch), and the build report (JS
 
 A node is what the watcher last learned of it::
 
-    {"status": <the guarded_build status file, or None before it exists>,
+    {"status": <the guarded_build status file of the run being followed, or None before it exists>,
      "result": <the async job's final result, or None while it runs>,
-     "unreachable": <why the node could not be reached, or None>}
+     "unreachable": <why the node could not be reached, or None>,
+     "status_error": <why the last status file read was not a status (wrong shape, too large), or None>,
+     "foreign": <True while the status file on the node belongs to another run (an earlier build of the dir)>}
+
+A node is over only once its job's result is in (or it is unreachable): a status file saying "succeeded" is
+not the end of the build being followed - it may be the previous run's, or the module may not have returned yet.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -18,11 +23,22 @@ __metaclass__ = type
 
 import json
 
+from ansible_collections.gpufleet.preflight.plugins.module_utils import _timeline
 from ansible_collections.gpufleet.preflight.plugins.module_utils._human import human
 from ansible_collections.gpufleet.preflight.plugins.module_utils._checks import printable
 
-PHASES = ("queued", "configuring", "compiling", "linking", "installing", "done", "failed", "unreachable")
-FINAL = ("done", "failed", "unreachable")
+PHASES = ("queued", "starting", "configuring", "compiling", "linking", "installing", "done", "failed", "stopped",
+          "unreachable")
+FINAL = ("done", "failed", "stopped", "unreachable")
+# what the controller keeps of one status, whatever the file held (issue 18 finding 11)
+MAX_SAMPLES = _timeline.DEFAULT_CAPACITY
+MAX_ATTEMPTS = 32
+MAX_FAILED_STEPS = 5
+MAX_TEXT = 2000
+MAX_STEP_TEXT = 300
+_NUMBERS = ("attempt", "jobs", "memory_bytes", "memory_limit_bytes", "peak_memory_bytes", "elapsed_seconds",
+            "duration", "updated_at", "module_pid", "build_pgid", "module_start_time")
+_TEXTS = ("state", "step", "message", "log", "confinement", "run_id", "name", "memory_human")
 COLUMNS = ("NODE", "PHASE", "PROGRESS", "ETA", "JOBS", "MEMORY / BUDGET", "PEAK", "OOM", "FIRST FAILED STEP")
 REPORT_SIGNATURES = {"build.json": b'{\n  "finished":', "build.md": b"# Fleet build\n",
                      "build.html": b"<!DOCTYPE html>\n<!-- gpufleet.preflight build report -->"}
@@ -40,6 +56,129 @@ def duration(seconds):
     return "%dh%02dm" % (seconds // 3600, (seconds % 3600) // 60)
 
 
+def _number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _kind(value):
+    for types, name in ((bool, "a boolean"), (dict, "an object"), (list, "a list"), (str, "a string"),
+                        ((int, float), "a number")):
+        if isinstance(value, types):
+            return name
+    return "null" if value is None else type(value).__name__
+
+
+def _text(value, limit=MAX_TEXT):
+    return value if len(value) <= limit else value[:limit - 3] + "..."
+
+
+def _check_attempts(attempts, where):
+    """``(attempts kept, error)``: a list of objects, each field of the type guarded_build writes; bounded."""
+    if not isinstance(attempts, list):
+        return None, "%s attempts is %s, not a list" % (where, _kind(attempts))
+    kept = []
+    for index, attempt in enumerate(attempts[-MAX_ATTEMPTS:]):
+        if not isinstance(attempt, dict):
+            return None, "%s attempts[%d] is %s, not an object" % (where, index, _kind(attempt))
+        attempt = dict(attempt)
+        for key in ("attempt", "jobs", "duration", "peak_memory_bytes", "oom_kills", "rc"):
+            if attempt.get(key) is not None and not _number(attempt[key]):
+                return None, "%s attempts[%d].%s is %s, not a number" % (where, index, key, _kind(attempt[key]))
+        for key in ("kind", "why"):
+            if attempt.get(key) is not None:
+                if not isinstance(attempt[key], str):
+                    return None, "%s attempts[%d].%s is %s, not a string" % (where, index, key, _kind(attempt[key]))
+                attempt[key] = _text(attempt[key], MAX_STEP_TEXT)
+        steps = attempt.get("failed_steps")
+        if steps is not None:
+            if not isinstance(steps, list) or not all(isinstance(step, str) for step in steps):
+                return None, "%s attempts[%d].failed_steps is not a list of strings" % (where, index)
+            attempt["failed_steps"] = [_text(step, MAX_STEP_TEXT) for step in steps[-MAX_FAILED_STEPS:]]
+        progress, error = _check_progress(attempt.get("progress"), "%s attempts[%d]." % (where, index))
+        if error:
+            return None, error
+        attempt["progress"] = progress
+        kept.append(attempt)
+    return kept, None
+
+
+def _check_progress(progress, where):
+    if progress is None:
+        return None, None
+    if not isinstance(progress, dict):
+        return None, "%sprogress is %s, not an object" % (where, _kind(progress))
+    for key in ("done", "total", "percent"):
+        if progress.get(key) is not None and not _number(progress[key]):
+            return None, "%sprogress.%s is %s, not a number" % (where, key, _kind(progress[key]))
+    return dict((key, progress.get(key)) for key in ("done", "total", "percent")), None
+
+
+def _check_timeline(timeline):
+    if not isinstance(timeline, list):
+        return None, "timeline is %s, not a list" % _kind(timeline)
+    samples = []
+    for index, sample in enumerate(timeline):
+        if not isinstance(sample, list) or len(sample) < 4 or not all(_number(value) for value in sample[:4]):
+            return None, "timeline[%d] is not a [seconds, memory, jobs, attempt] sample" % index
+        samples.append(list(sample[:4]))
+    while len(samples) > MAX_SAMPLES:  # re-bounded as guarded_build bounds it: neighbours merged, peaks kept
+        shorter = _timeline.downsample(samples)
+        samples = shorter if len(shorter) < len(samples) else shorter[-MAX_SAMPLES:]
+    return samples, None
+
+
+def check_status(status):
+    """A status file's parsed JSON -> ``(status, None)`` with every field the view reads of the right type and
+    bounded (timeline re-bounded, attempts, failed steps and texts cut), or ``(None, why)`` naming the first field
+    that is not what guarded_build writes. Unknown fields are dropped."""
+    if not isinstance(status, dict):
+        return None, "the status file holds %s, not a JSON object" % _kind(status)
+    clean = {}
+    for key in _NUMBERS:
+        if status.get(key) is not None:
+            if not _number(status[key]):
+                return None, "the status file's %s is %s, not a number" % (key, _kind(status[key]))
+            clean[key] = status[key]
+    for key in _TEXTS:
+        if status.get(key) is not None:
+            if not isinstance(status[key], str):
+                return None, "the status file's %s is %s, not a string" % (key, _kind(status[key]))
+            clean[key] = _text(status[key])
+    progress, error = _check_progress(status.get("progress"), "")
+    if error:
+        return None, "the status file's %s" % error
+    clean["progress"] = progress
+    if status.get("timeline") is not None:
+        clean["timeline"], error = _check_timeline(status["timeline"])
+        if error:
+            return None, "the status file's %s" % error
+    if status.get("attempts") is not None:
+        clean["attempts"], error = _check_attempts(status["attempts"], "the status file's")
+        if error:
+            return None, error
+    return clean, None
+
+
+def check_result(result):
+    """The async job's result: its attempts checked like a status's (a result that is not an object becomes a
+    failed one saying so)."""
+    if not isinstance(result, dict):
+        return {"failed": True, "msg": "the job's result is %s, not an object" % _kind(result)}
+    if result.get("attempts") is not None:
+        attempts, error = _check_attempts(result["attempts"], "the job's result:")
+        result = dict(result, attempts=attempts or [])
+        if error:
+            result.setdefault("warnings", [])
+            result["result_error"] = error
+    return result
+
+
+def belongs(status, run_id):
+    """Whether a status file is the one of the run being followed: always when no run id is known; otherwise its
+    ``run_id`` must be that one (an earlier run's file, or one written before run ids existed, is not)."""
+    return not run_id or (isinstance(status, dict) and status.get("run_id") == run_id)
+
+
 def _status(node):
     return (node or {}).get("status") or {}
 
@@ -47,7 +186,20 @@ def _status(node):
 def _attempts(node):
     """The attempts so far: the final result's when the job has finished, else the status file's."""
     result = (node or {}).get("result") or {}
-    return result.get("attempts") or _status(node).get("attempts") or []
+    attempts = result.get("attempts") or _status(node).get("attempts") or []
+    return [attempt for attempt in attempts if isinstance(attempt, dict)]
+
+
+def stopped(node):
+    """Whether the build was stopped on request (``guarded_build state=stopped``), not failed by itself."""
+    result = (node or {}).get("result") or {}
+    return _status(node).get("state") == "stopped" or result.get("stopped") is True or result.get("state") == "stopped"
+
+
+def over(node):
+    """Whether nothing more is to be learned of a node: its job's result is in, or it is unreachable."""
+    node = node or {}
+    return bool(node.get("unreachable")) or node.get("result") is not None
 
 
 def phase(node):
@@ -57,15 +209,21 @@ def phase(node):
         return "unreachable"
     result = node.get("result")
     if result is not None:
+        if stopped(node):
+            return "stopped"
         return "failed" if result.get("failed") else "done"
     status = _status(node)
     state = status.get("state")
     if not state:
-        return "queued"
+        return "starting" if node.get("foreign") else "queued"
+    if state == "stopped":
+        return "stopped"
     if state == "failed":
         return "failed"
     if state == "succeeded":
         return "done"
+    if state == "starting":
+        return "starting"
     progress = status.get("progress") or {}
     if not progress.get("total"):
         return "configuring"
@@ -160,8 +318,10 @@ def row(name, node):
     failed = first_failed_step(node)
     if current == "unreachable":
         failed = "unreachable: %s" % node["unreachable"]
-    elif current == "failed" and not failed:
+    elif current in ("failed", "stopped") and not failed:
         failed = result.get("msg") or status.get("message")
+    elif node.get("status_error") and not failed:
+        failed = "status: %s" % node["status_error"]
     return (name, current, cell, duration(eta) if eta is not None else "-", jobs_cell, memory_cell,
             human(peak) if peak else "-", str(kills), " ".join(printable(failed or "-").split())[:80])
 
@@ -182,7 +342,9 @@ def render_table(nodes, elapsed):
 
 
 def all_final(nodes):
-    return all(phase(node) in FINAL for node in nodes.values())
+    """Whether every node is over (its job's result is in, or it is unreachable): a status file alone never ends
+    the watch."""
+    return all(over(node) for node in nodes.values())
 
 
 # ---------------------------------------------------------------- the report
@@ -221,6 +383,8 @@ def node_report(node):
         phase=phase(node),
         message=printable(result.get("msg") or status.get("message") or node.get("unreachable") or ""),
         unreachable=node.get("unreachable"),
+        status_error=node.get("status_error"),
+        run_id=status.get("run_id"),
         attempts=attempts,
         backoffs=backoffs(node),
         oom_kills=oom_kills(node),
@@ -245,6 +409,7 @@ def build_report(nodes, finished=None):
     peaks = [e["peak_memory_bytes"] for e in entries.values() if e["peak_memory_bytes"]]
     durations = [e["duration"] for e in entries.values() if e["duration"] is not None]
     summary = dict(nodes=len(entries), done=phases.count("done"), failed=phases.count("failed"),
+                   stopped=phases.count("stopped"),
                    unreachable=phases.count("unreachable"), running=len([p for p in phases if p not in FINAL]),
                    backoffs=sum(e["backoffs"] for e in entries.values()),
                    oom_kills=sum(e["oom_kills"] for e in entries.values()),
@@ -255,8 +420,8 @@ def build_report(nodes, finished=None):
 
 def summary_line(report):
     s = report["summary"]
-    return "%d done, %d failed, %d unreachable (of %d); %d backoff%s, %d OOM kill%s, peak %s, longest %s" % (
-        s["done"], s["failed"], s["unreachable"], s["nodes"], s["backoffs"], "" if s["backoffs"] == 1 else "s",
+    return "%d done, %d failed, %s%d unreachable (of %d); %d backoff%s, %d OOM kill%s, peak %s, longest %s" % (
+        s["done"], s["failed"], "%d stopped, " % s["stopped"] if s.get("stopped") else "", s["unreachable"], s["nodes"], s["backoffs"], "" if s["backoffs"] == 1 else "s",
         s["oom_kills"], "" if s["oom_kills"] == 1 else "s", s["peak_memory_human"] or "-", duration(s["longest_seconds"]))
 
 

@@ -33,14 +33,21 @@ def test_bad_jobs_are_named(jobs, message):
 
 def test_good_jobs():
     assert action.check_jobs({"node1": {"jid": 123, "status_path": "/b/gpufleet-build.status.json", "x": 1}}) == {
-        "node1": {"jid": "123", "status_path": "/b/gpufleet-build.status.json"}}
-    assert action.check_jobs({"n1": "j1.2"}, {"n1": "/b/s.json", "n2": "/c"}) == {"n1": {"jid": "j1.2", "status_path": "/b/s.json"}}
+        "node1": {"jid": "123", "status_path": "/b/gpufleet-build.status.json", "run_id": None}}
+    assert action.check_jobs({"n1": "j1.2"}, {"n1": "/b/s.json", "n2": "/c"}, {"n1": "n1-17"}) == {
+        "n1": {"jid": "j1.2", "status_path": "/b/s.json", "run_id": "n1-17"}}
+    assert action.check_jobs({"n1": {"jid": 1, "status_path": "/s", "run_id": "r"}})["n1"]["run_id"] == "r"
+    with pytest.raises(AnsibleActionFail, match="run_ids: the run id of n1 must be a non-empty string"):
+        action.check_jobs({"n1": "j1.2"}, {"n1": "/b/s.json"}, {"n1": ["x"]})
+    with pytest.raises(AnsibleActionFail, match="jobs: the status_path of n1 must be an absolute path"):
+        action.check_jobs({"n1": {"jid": 1, "status_path": "build/s.json"}})
     with pytest.raises(AnsibleActionFail, match="or a job id with the path in status_paths"):
         action.check_jobs({"n1": "j1.2"}, {"n2": "/c"})
 
 
 @pytest.mark.parametrize("option, value", [
     ("interval", 0.0), ("interval", 1e9), ("timeout", -1.0), ("unreachable_after", 0), ("status_every", 0),
+    ("max_status_bytes", 100), ("max_status_bytes", 1 << 40),
 ])
 def test_bad_numbers_are_named(option, value):
     with pytest.raises(AnsibleActionFail, match="^%s must be" % option):
@@ -104,3 +111,65 @@ def test_an_empty_report_for_no_jobs():
 def test_short_error(message, expected):
     from ansible.errors import AnsibleConnectionFailure  # pylint: disable=import-outside-toplevel
     assert action.short_error(AnsibleConnectionFailure(message)) == expected
+
+
+class FakeHandler(object):
+    """Answers build_status and async_status the way a node would, from what the test put there."""
+
+    def __init__(self, statuses, job=None):
+        self.statuses = list(statuses)
+        self.job = job
+        self.calls = []
+
+    def get_shell_option(self, name, default=None):
+        return default
+
+    def _remote_expand_user(self, path):
+        return path
+
+    def _execute_module(self, module_name=None, module_args=None, task_vars=None):
+        self.calls.append(module_name)
+        if module_name == "gpufleet.preflight.build_status":
+            return self.statuses.pop(0) if len(self.statuses) > 1 else self.statuses[0]
+        return self.job or {"started": 1, "finished": 0}
+
+
+def watch_of(statuses, job=None, run_id="n1-2"):
+    job_entry = {"jid": "1.2", "status_path": "/b/gpufleet-build.status.json", "run_id": run_id}
+    return action.NodeWatch("n1", job_entry, FakeHandler(statuses, job), {})
+
+
+def test_a_wrong_shaped_status_is_the_nodes_error_and_the_watch_goes_on():
+    watch = watch_of([{"status": [1]}])
+    watch.poll(5)
+    assert watch.node["status_error"].endswith("the status file holds a list, not a JSON object")
+    assert watch.node["status"] is None and not view.over(watch.node) and watch.failures == 0
+    watch = watch_of([{"error": "/b/gpufleet-build.status.json is 104857600 bytes, more than the 1048576 a status "
+                                "file may be: not read", "exists": True}])
+    watch.poll(5)
+    assert "104857600 bytes" in watch.node["status_error"]
+
+
+def test_the_previous_runs_succeeded_status_does_not_end_the_watch():
+    """Finding 10: the dir's last build left "succeeded"; the new module has not written yet."""
+    earlier = {"status": {"state": "succeeded", "run_id": "n1-1", "progress": {"done": 9, "total": 9}}}
+    ours = {"status": {"state": "running", "run_id": "n1-2", "progress": {"done": 2, "total": 9}}}
+    watch = watch_of([earlier, earlier, ours])
+    watch.poll(5)
+    assert view.phase(watch.node) == "starting" and not view.over(watch.node)
+    watch.poll(5)
+    watch.poll(5)
+    assert view.phase(watch.node) == "compiling" and watch.node["status"]["run_id"] == "n1-2"
+    ended = {"status": {"state": "succeeded", "run_id": "n1-2", "progress": {"done": 9, "total": 9}}}
+    watch = watch_of([ended], job={"finished": 1, "failed": False, "attempts": [{"jobs": 2}]})
+    watch.poll(5)
+    assert view.over(watch.node) and view.phase(watch.node) == "done"
+
+
+def test_an_interrupted_watch_says_how_to_stop_the_builds():
+    running_watch = watch_of([{"status": None}])
+    done_watch = watch_of([{"status": None}])
+    done_watch.node["result"] = {"failed": False}
+    text = action.interrupted_message({"node2": running_watch, "node1": done_watch, "node3": watch_of([{}])})
+    assert "the builds on node2, node3 keep running" in text
+    assert "ansible-playbook gpufleet.preflight.build_stop -i <inventory> -e build_stop_hosts=node2,node3" in text

@@ -131,7 +131,7 @@ def test_report_events_and_renderings():
     node1 = report["nodes"]["node1"]
     assert node1["events"] == [{"t": 6.5, "kind": "oom", "label": "OOM at jobs=4, resumed with jobs=2"}]
     assert node1["peak_memory_bytes"] == 400 * MIB and node1["backoffs"] == 1 and node1["oom_kills"] == 1
-    assert report["summary"] == {"nodes": 2, "done": 1, "failed": 0, "unreachable": 1, "running": 0, "backoffs": 1,
+    assert report["summary"] == {"nodes": 2, "done": 1, "failed": 0, "stopped": 0, "unreachable": 1, "running": 0, "backoffs": 1,
                                  "oom_kills": 1, "peak_memory_bytes": 400 * MIB, "peak_memory_human": "400Mi",
                                  "longest_seconds": 20.0}
     text = view.render_json(report)
@@ -147,3 +147,79 @@ def test_events_without_a_timeline_use_the_durations():
     assert view.events([OOM_ATTEMPT, OK_ATTEMPT], []) == [
         {"t": 6.0, "kind": "oom", "label": "OOM at jobs=4, resumed with jobs=2"}]
     assert view.events([OK_ATTEMPT], None) == []
+
+
+# ---------------------------------------------------------------- issue 18 findings 9-11, issue 17 item 3
+
+@pytest.mark.parametrize("raw, words", [
+    ([1], "the status file holds a list, not a JSON object"),
+    ("x", "holds a string"),
+    (42, "holds a number"),
+    (None, "holds null"),
+    ({"state": "running", "progress": "x"}, "the status file's progress is a string, not an object"),
+    ({"state": "running", "progress": {"done": "3", "total": 9}}, "progress.done is a string, not a number"),
+    ({"state": "running", "timeline": {"a": 1}}, "the status file's timeline is an object, not a list"),
+    ({"state": "running", "timeline": [[0, 1, 2]]}, "timeline[0] is not a [seconds, memory, jobs, attempt] sample"),
+    ({"state": "running", "timeline": [[0, "1", 2, 1]]}, "timeline[0] is not"),
+    ({"state": "running", "attempts": "x"}, "attempts is a string, not a list"),
+    ({"state": "running", "attempts": [1]}, "attempts[0] is a number, not an object"),
+    ({"state": "running", "attempts": [{"jobs": "2"}]}, "attempts[0].jobs is a string, not a number"),
+    ({"state": "running", "attempts": [{"failed_steps": "FAILED: x"}]}, "attempts[0].failed_steps is not a list of strings"),
+    ({"state": ["running"]}, "the status file's state is a list, not a string"),
+    ({"state": "running", "memory_bytes": True}, "memory_bytes is a boolean, not a number"),
+])
+def test_a_status_of_the_wrong_shape_is_named_not_a_crash(raw, words):
+    status, error = view.check_status(raw)
+    assert status is None and words in error
+
+
+def test_every_view_function_survives_a_node_whose_files_were_wrong():
+    """What the watcher keeps of a wrong-shaped status: the node's error, shown in its row; the others render."""
+    nodes = {"bad": {"status": None, "result": None, "unreachable": None,
+                     "status_error": "/b/gpufleet-build.status.json: the status file holds a list, not a JSON object"},
+             "good": running({"done": 3, "total": 9, "percent": 33.3})}
+    lines = view.render_table(nodes, 10)
+    assert "status: /b/gpufleet-build.status.json: the status file holds a list" in lines[2]
+    assert view.build_report(nodes)["nodes"]["bad"]["status_error"].endswith("not a JSON object")
+    result = view.check_result({"failed": False, "attempts": ["x", {"jobs": 2}]})
+    assert result["attempts"] == [] and "attempts[0] is a string" in result["result_error"]
+    assert view.check_result("x") == {"failed": True, "msg": "the job's result is a string, not an object"}
+
+
+def test_a_huge_timeline_is_bounded_and_keeps_its_peak():
+    samples = [[float(i), (i * 7919) % 1000003, 4, 1 + i // 500000] for i in range(1000000)]
+    samples[777777][1] = 5 * 1024 ** 3
+    status, error = view.check_status({"state": "running", "timeline": samples, "message": "m" * 100000,
+                                       "attempts": [{"jobs": 4, "failed_steps": ["s" * 10000] * 1000}] * 1000})
+    assert error is None
+    assert len(status["timeline"]) <= view.MAX_SAMPLES
+    assert max(sample[1] for sample in status["timeline"]) == 5 * 1024 ** 3
+    assert len(status["message"]) <= view.MAX_TEXT and len(status["attempts"]) <= view.MAX_ATTEMPTS
+    assert len(status["attempts"][0]["failed_steps"]) <= view.MAX_FAILED_STEPS
+    assert len(json.dumps(status)) < 200000
+
+
+def test_an_earlier_runs_status_is_not_this_runs_end():
+    """The second build of a dir: the first run's "succeeded" status is there before the new module writes its
+    own. Whatever the file says, a node is over only once its job's result is in."""
+    earlier = {"state": "succeeded", "run_id": "node1-1", "progress": {"done": 9, "total": 9}}
+    assert not view.belongs(earlier, "node1-2") and view.belongs(earlier, "node1-1") and view.belongs(earlier, None)
+    assert not view.belongs({"state": "succeeded"}, "node1-2"), "a file without a run id is not the run followed"
+    node = {"status": None, "result": None, "unreachable": None, "foreign": True}
+    assert view.phase(node) == "starting" and not view.all_final({"node1": node})
+    node = {"status": dict(earlier, run_id="node1-2"), "result": None, "unreachable": None}
+    assert view.phase(node) == "done" and not view.all_final({"node1": node}), "done only once the job says so"
+    node["result"] = {"failed": False}
+    assert view.all_final({"node1": node})
+
+
+def test_a_stopped_build_shows_stopped():
+    status = dict(running({"done": 3, "total": 9})["status"], state="stopped", message="stopped on request")
+    node = {"status": status, "result": None, "unreachable": None}
+    assert view.phase(node) == "stopped" and not view.over(node)
+    node["result"] = {"failed": True, "msg": "the build was stopped on request"}
+    assert view.phase(node) == "stopped" and view.over(node)
+    assert view.row("n", node)[-1] == "the build was stopped on request"
+    report = view.build_report({"n": node})
+    assert report["summary"]["stopped"] == 1 and "1 stopped" in view.summary_line(report)
+    assert view.render_table({"n": node}, 5)[0] == "BUILD 5s: 1 stopped (of 1)"
