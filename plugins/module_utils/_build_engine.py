@@ -20,8 +20,12 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._human import h
 
 # the variables that carry the job count; kept out of the stamp so a backoff never makes a build stale
 JOB_VARIABLES = ("CMAKE_BUILD_PARALLEL_LEVEL", "MAX_JOBS")
-SHELL_WORDS = frozenset(("if", "for", "while", "until", "case", "export", "set", "cd", "exec", "env", "time",
-                         "{", "(", "!", ".", "source", "test", "[", "true", "false", "echo", "eval"))
+# shell keywords and builtins (POSIX sh, dash, bash): a command starting with one is the shell's, not a program
+SHELL_WORDS = frozenset((
+    "if", "for", "while", "until", "case", "export", "set", "cd", "exec", "env", "time", "{", "(", "!", ".",
+    "source", "test", "[", "[[", "true", "false", "echo", "eval", ":", "ulimit", "umask", "unset", "readonly",
+    "local", "trap", "wait", "read", "shift", "printf", "pwd", "alias", "unalias", "type", "command", "hash",
+    "getopts", "kill", "return", "exit", "break", "continue", "times", "declare", "typeset", "let", "builtin"))
 _NINJA_PROGRESS = re.compile(r"^\s*\[(\d+)/(\d+)\]", re.MULTILINE)
 
 # kinds of attempt ends

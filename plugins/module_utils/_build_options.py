@@ -20,9 +20,10 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._values import 
 
 # bounds that turn a typo (jobs: 1e99, status_interval: -1) into a clear error instead of a hang
 LIMITS = {"jobs": (1, 4096), "nvcc_threads": (1, 1024), "max_attempts": (1, 64), "min_jobs": (1, 4096),
-          "max_jobs": (1, 4096), "cpus": (1, 1 << 16), "tail_lines": (0, 100000)}
+          "max_jobs": (1, 4096), "cpus": (1, 1 << 16), "tail_lines": (0, 100000), "stop_timeout": (1, 3600)}
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")               # a CMake cache variable, an environment variable
 _VERSION = re.compile(r"[0-9]+(\.[0-9]+){0,3}\Z")             # CMAKE_POLICY_VERSION_MINIMUM
+_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:@+-]{0,127}\Z")  # a run's id: in file contents and a variable
 _ARCHS = re.compile(r"[0-9]+\.[0-9]+[af]?(\+PTX)?([; ][0-9]+\.[0-9]+[af]?(\+PTX)?)*\Z")  # TORCH_CUDA_ARCH_LIST
 
 
@@ -106,10 +107,19 @@ def check_path(name, value, kind=None, required=False):
     return value
 
 
-def check_options(params):
-    """Everything checkable before planning; ``{per_thread, limit, reserve, command}`` parsed."""
+def check_stop_options(params):
+    """``state: stopped``: only what locates the build (and the wait) is read."""
     for name, value in params.items():
         check_text(name, value)
+    check_number("stop_timeout", params["stop_timeout"], *LIMITS["stop_timeout"])
+    check_pattern("run_id", params["run_id"], _RUN_ID, "a run id (up to 128 letters, digits and _.:@+-)")
+    for name in ("chdir", "log_path", "status_path"):
+        check_path(name, params[name], required=name == "chdir")
+
+
+def check_options(params):
+    """Everything checkable before planning; ``{per_thread, limit, reserve, command}`` parsed."""
+    check_stop_options(params)
     command = check_command(params["argv"], params["cmd"])
     for name, (low, high) in LIMITS.items():
         check_number(name, params[name], low, high)

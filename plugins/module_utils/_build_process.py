@@ -3,8 +3,14 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Start the guarded build the same way under every confinement: in its own session (so a stop reaches
 its whole tree - ninja puts each step in a process group of its own - and nothing else), under a small
-``sh`` holder that reports the build's exit status on a pipe and waits to be released, keeping a systemd
+Python holder that reports the build's exit status on a pipe and waits to be released, keeping a systemd
 scope readable until its counters are read.
+
+The holder is the build's guard when the module is gone: it is a child subreaper (whatever the build starts and
+orphans - ``cmd &``, a ``setsid`` daemon, a compiler-cache server - stays its descendant), and once its stdin
+closes (the module released it, or died: SIGKILL, the async limit, the OOM killer) it SIGKILLs every process of
+the build - its session, its descendants and any process carrying the run's marker variable - before it exits.
+So nothing of a build outlives its attempt, under every confinement.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -15,12 +21,105 @@ import os
 import select
 import signal
 import subprocess
+import sys
 
-# sh holder: $1.. is the build. Trapping TERM keeps it alive for the exit status when systemd's OOMPolicy=stop
-# (older systemd: scopes have no OOMPolicy) terminates the scope's processes; a handler, unlike an ignored
-# signal, is not inherited by the build.
-HOLDER = ('trap : TERM INT HUP; echo started >&{rc}; "$@" </dev/null {rc}>&-; rc=$?; echo "exit $rc" >&{rc}; '
-          'read dummy; exit "$rc"')
+# the variable every process of the build inherits: its value names the run (run id, module pid and start time)
+MARKER_VARIABLE = "GPUFLEET_BUILD_RUN"
+
+# python holder: argv = report fd, marker, build argv. Its own signals are caught (a handler, unlike an ignored
+# signal, is not inherited by the build) so that a systemd stop of the scope leaves it to report the exit status.
+HOLDER = r'''
+import os, select, signal, subprocess, sys, time
+report, marker, argv = int(sys.argv[1]), sys.argv[2].encode(), sys.argv[3:]
+try:
+    import ctypes
+    ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER: orphans of the build stay ours
+except Exception:
+    pass
+wake_r, wake_w = os.pipe()
+os.set_blocking(wake_w, False)
+signal.set_wakeup_fd(wake_w)
+for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD):
+    signal.signal(number, lambda *args: None)
+me, session = os.getpid(), os.getsid(0)
+
+
+def build_pids():
+    parents, found = {}, set()
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            with open("/proc/%s/stat" % name, "rb") as handle:
+                fields = handle.read().rsplit(b")", 1)[1].split()
+            if fields[0] == b"Z":
+                continue
+            parents[int(name)] = int(fields[1])
+            if int(fields[3]) == session:
+                found.add(int(name))
+            if marker:
+                with open("/proc/%s/environ" % name, "rb") as handle:
+                    if marker in handle.read().split(b"\0"):
+                        found.add(int(name))
+        except (OSError, IndexError, ValueError):
+            continue
+    for pid in parents:
+        parent, depth = parents.get(pid), 0
+        while parent and depth < 256:
+            if parent == me:
+                found.add(pid)
+                break
+            parent, depth = parents.get(parent), depth + 1
+    return found
+
+
+def end_build():
+    for dummy in range(50):
+        found = build_pids()
+        if not found:
+            return
+        for pid in found:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.02)
+
+
+def reap_orphans():
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+    except OSError:
+        pass
+
+
+def released():
+    ready = select.select([0, wake_r], [], [], 5.0)[0]
+    if wake_r in ready:
+        os.read(wake_r, 512)
+    return 0 in ready and not os.read(0, 512)
+
+
+os.write(report, b"started\n")
+try:
+    build = subprocess.Popen(argv, stdin=subprocess.DEVNULL)
+except OSError as exc:
+    os.write(2, ("gpufleet-build: %s: %s\n" % (argv[0], exc.strerror)).encode())
+    build = None
+while build is not None and build.poll() is None:
+    if released():  # the module is gone before the build ended: the build goes with it
+        end_build()
+        build.wait()
+        os._exit(137)
+rc = 127 if build is None else build.returncode if build.returncode >= 0 else 128 - build.returncode
+os.write(report, ("exit %d\n" % rc).encode())
+while not released():
+    reap_orphans()
+end_build()
+reap_orphans()
+os._exit(rc)
+'''
 
 
 def session_of(stat_text):
@@ -28,21 +127,72 @@ def session_of(stat_text):
     return int(stat_text.rsplit(")", 1)[1].split()[3])
 
 
+def start_time_of(stat_text):
+    """``/proc/<pid>/stat`` text -> the start time in clock ticks after boot (field 22): with the pid, a process's
+    identity (a pid alone may be reused)."""
+    return int(stat_text.rsplit(")", 1)[1].split()[19])
+
+
+def process_start_time(pid, proc="/proc"):
+    """The start time of ``pid`` (see :func:`start_time_of`), None when it does not run (or is a zombie)."""
+    try:
+        with open(os.path.join(proc, str(int(pid)), "stat")) as handle:
+            text = handle.read()
+        if text.rsplit(")", 1)[1].split()[0] == "Z":
+            return None
+        return start_time_of(text)
+    except (IOError, OSError, ValueError, IndexError, TypeError):
+        return None
+
+
+def owner_alive(pid, start_time, proc="/proc"):
+    """Whether process ``pid`` started at ``start_time`` still runs (a reused pid has another start time)."""
+    try:
+        return start_time is not None and process_start_time(pid, proc) == int(start_time)
+    except (TypeError, ValueError):
+        return False
+
+
+def marker_value(run_id, pid, start_time):
+    return "%s=%s:%d:%d" % (MARKER_VARIABLE, run_id, pid, start_time)
+
+
 def kill_session(sid, proc="/proc", rounds=5):
     """SIGKILL every process of session ``sid``: the build's whole tree, also what ninja started in process groups
     of its own. Nothing outside the session the build was started in is signalled. Returns the pids killed."""
+    return _kill_matching(lambda name: _session(proc, name) == sid, proc, rounds)
+
+
+def kill_marked(marker, proc="/proc", rounds=5):
+    """SIGKILL every process whose environment holds ``marker`` (``VAR=value``): what a dead run's build left
+    when its holder was killed with it. Returns the pids killed."""
+    wanted = marker.encode("utf-8", "surrogateescape")
+    if not marker or "=" not in marker:
+        return []
+    return _kill_matching(lambda name: wanted in _environ(proc, name), proc, rounds)
+
+
+def _session(proc, name):
+    try:
+        with open(os.path.join(proc, name, "stat")) as handle:
+            return session_of(handle.read())
+    except (IOError, OSError, ValueError, IndexError):
+        return None
+
+
+def _environ(proc, name):
+    try:
+        with open(os.path.join(proc, name, "environ"), "rb") as handle:
+            return handle.read().split(b"\0")
+    except (IOError, OSError):
+        return []
+
+
+def _kill_matching(matches, proc, rounds):
     killed = set()
+    me = str(os.getpid())
     for dummy in range(rounds):  # a process may fork while we look: look again until none is left
-        found = []
-        for name in os.listdir(proc):
-            if not name.isdigit():
-                continue
-            try:
-                with open(os.path.join(proc, name, "stat")) as handle:
-                    if session_of(handle.read()) == sid:
-                        found.append(int(name))
-            except (IOError, OSError, ValueError, IndexError):
-                continue
+        found = [int(name) for name in os.listdir(proc) if name.isdigit() and name != me and matches(name)]
         for pid in found:
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -56,28 +206,21 @@ def kill_session(sid, proc="/proc", rounds=5):
 
 class BuildProcess(object):
     """The holder running the build in its own session; ``rc`` once the build ended, the holder kept alive
-    until :meth:`release` so the cgroup can still be read."""
+    until :meth:`release` so the cgroup can still be read. ``marker``: ``VAR=value`` in ``env`` that every
+    process of the build carries."""
 
-    def __init__(self, command, confinement, cwd, env, log, keep_fds=()):
+    def __init__(self, command, confinement, cwd, env, log, marker=""):
         self.rc = None
         self.started = False
         read_end, self._report = os.pipe()
         self._reports = os.fdopen(read_end, "rb", 0)
-        # dash names single-digit descriptors only: the report pipe moves to a free one of 3-9 in the child
-        fd = min(set(range(3, 10)) - set(keep_fds))
         join = confinement.preexec()
-        report = self._report
-
-        def preexec():
-            os.dup2(report, fd)
-            if join:
-                join()
-        holder = ["/bin/sh", "-c", HOLDER.format(rc=fd), "gpufleet-build"]
+        holder = [sys.executable, "-c", HOLDER, str(self._report), marker]
         try:
             self.process = subprocess.Popen(
                 confinement.prefix() + holder + list(command), cwd=cwd, env=env, stdin=subprocess.PIPE,
                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                pass_fds=tuple(keep_fds) + (fd,), preexec_fn=preexec)
+                pass_fds=(self._report,), preexec_fn=join)
         finally:
             os.close(self._report)
         self.pgid = self.process.pid
@@ -107,7 +250,7 @@ class BuildProcess(object):
         kill_session(self.pgid)
 
     def release(self):
-        """Let the holder exit (closing its stdin) and reap it."""
+        """Let the holder end what is left of the build and exit (closing its stdin), and reap it."""
         try:
             self.process.stdin.close()
         except (IOError, OSError):

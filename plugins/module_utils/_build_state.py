@@ -6,8 +6,9 @@
 The module runs as root in directories other users may reach, so every state file is opened with
 ``O_NOFOLLOW`` (a planted symlink fails the open instead of redirecting root's write), new files
 with ``O_EXCL`` then renamed into place, all mode 0600, and a directory owned by another user or
-writable by everyone is refused. The lock is an ``flock`` on a file descriptor the build inherits:
-it is held exactly as long as any process of the build lives, also when the module was killed.
+writable by everyone is refused. The lock is an ``flock`` held by the module in a registry outside the build
+directory (``/run/gpufleet-build`` for root), keyed by the build directory's path: removing and remaking the build
+directory does not free it, and the build never inherits it.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -21,8 +22,9 @@ import hashlib
 import json
 import os
 import stat
+import time
 
-LOCK_NAME = ".gpufleet-build.lock"
+REGISTRY_DIR = "/run/gpufleet-build"  # root's build locks: one per build directory
 STAMP_NAME = ".gpufleet-build.stamp"
 LOG_NAME = "gpufleet-build.log"
 STATUS_NAME = "gpufleet-build.status.json"
@@ -200,56 +202,126 @@ def artifacts_present(chdir, patterns):
 
 # ---------------------------------------------------------------- I/O: the lock
 
+def registry_directory(euid=None, environ=None):
+    """Where build locks live: ``/run/gpufleet-build`` for root, else the user's runtime (or cache) directory.
+    Never inside the build directory: ``rm -rf build`` under a running build must not free its lock."""
+    euid = os.geteuid() if euid is None else euid
+    environ = os.environ if environ is None else environ
+    if euid == 0:
+        return REGISTRY_DIR
+    base = environ.get("XDG_RUNTIME_DIR") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "gpufleet-build")
+
+
+def lock_key(build_dir):
+    """The build directory's identity in the registry: its path with the parent's symlinks resolved (the
+    directory itself may be removed and made again under the same name: it stays the same build)."""
+    build_dir = os.path.abspath(build_dir)
+    real = os.path.join(os.path.realpath(os.path.dirname(build_dir)), os.path.basename(build_dir))
+    return hashlib.sha256(real.encode("utf-8", "surrogateescape")).hexdigest()[:24], real
+
+
+def holder_text(record, path):
+    """Who holds a lock, for the refusal: ``module pid P (run R, since T)``."""
+    if not isinstance(record, dict):
+        return "unknown holder (%s says nothing readable)" % path
+    since = record.get("since")
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(since)) if isinstance(since, (int, float)) else "?"
+    return "module pid %s (run %s, since %s)" % (record.get("module_pid"), record.get("run_id"), when)
+
+
 class BuildLock(object):
-    """``flock`` on ``<build_dir>/.gpufleet-build.lock``. The build inherits ``fd`` (``pass_fds``), so the
-    lock stays taken while any of its processes lives, also after the module itself was killed."""
+    """``flock`` on ``<registry>/<key of the build dir>.lock``, held by the module alone (never inherited by the
+    build: a daemon the build left cannot keep later builds out). Its content says who holds it: module pid and
+    start time, run id, build dir, since when. The holder's build dies with it (``_build_process``)."""
 
-    def __init__(self, build_dir):
-        self.path = os.path.join(build_dir, LOCK_NAME)
+    def __init__(self, build_dir, directory=None):
+        self.directory = directory or registry_directory()
+        key, self.build_dir = lock_key(build_dir)
+        self.path = os.path.join(self.directory, key + ".lock")
         self.fd = None
+        self.record = None
 
-    def acquire(self):
+    def acquire(self, record):
+        make_directory(self.directory, "the lock directory")
+        check_directory(self.directory, "the lock directory")
         fd = open_private(self.path, os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except (IOError, OSError) as exc:
-            holder = os.read(fd, 64).decode("ascii", "replace").strip() or "unknown"
+            held = read_json(self.path)
             os.close(fd)
             if exc.errno not in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
                 raise StateError("%s: %s" % (self.path, exc.strerror or exc))
-            alive = holder.isdigit() and os.path.exists("/proc/%s" % holder)
-            raise StateError("another build holds %s (module pid %s%s): two builds never run in one build directory "
-                             "at once; wait for it or stop it" % (
-                                 self.path, holder, "" if alive else ", gone: processes of its build still run"),
-                             {"lock": self.path, "lock_holder_pid": holder})
-        os.ftruncate(fd, 0)
-        os.write(fd, ("%d\n" % os.getpid()).encode("ascii"))
+            holder = held if isinstance(held, dict) else {}
+            raise StateError("another build holds %s: %s (lock %s): two builds never run in one build directory at "
+                             "once; wait for it, or stop it (state: stopped)" % (
+                                 self.build_dir, holder_text(held, self.path), self.path),
+                             {"lock": self.path, "lock_holder_pid": holder.get("module_pid"),
+                              "lock_holder_run_id": holder.get("run_id")})
+        self.record = dict(record, build_dir=self.build_dir, since=time.time())
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, (json.dumps(self.record, sort_keys=True) + "\n").encode("utf-8"))
+        except OSError as exc:
+            os.close(fd)
+            raise StateError("%s: %s" % (self.path, exc.strerror or exc))
         self.fd = fd
         return self
 
+    def holder(self):
+        """The lock's record as its last holder wrote it (whether it still runs: check its pid and start time)."""
+        record = read_json(self.path)
+        return record if isinstance(record, dict) else None
+
     def release(self):
         if self.fd is not None:
+            try:
+                os.ftruncate(self.fd, 0)  # nobody holds it: the record would name a module that may still exit
+            except OSError:
+                pass
             os.close(self.fd)
             self.fd = None
 
 
-def stale_status(status):
-    """A status file that still says ``running`` while we hold the lock: its module and build are gone."""
-    if isinstance(status, dict) and status.get("state") in ("starting", "running", "oom-backoff"):
-        return "the previous run (module pid %s) left its status at %r: it was killed; its build is gone" % (
-            status.get("module_pid"), status.get("state"))
+ACTIVE_STATES = ("starting", "running", "oom-backoff")
+
+
+def read_json_object(path, what):
+    """``(dict or None, problem or None)``: a state file that is valid JSON of another shape (a list, a string,
+    a number) is treated as absent, and ``problem`` says so naming the file."""
+    data = read_json(path)
+    if data is None or isinstance(data, dict):
+        return data, None
+    return None, "the %s %s is not a JSON object (it holds a %s): ignored" % (what, path, type(data).__name__)
+
+
+def stale_status(status, alive):
+    """A status still saying ``running`` whose module no longer runs (``alive(pid, start_time)`` is False): its
+    run was killed and is abandoned. The text names it; None when the status is not stale."""
+    if isinstance(status, dict) and status.get("state") in ACTIVE_STATES and not alive(
+            status.get("module_pid"), status.get("module_start_time")):
+        return "the previous run (module pid %s, run %s) left its status at %r and no longer runs: abandoned, " \
+               "its leftovers ended" % (status.get("module_pid"), status.get("run_id"), status.get("state"))
     return None
 
 
 # ---------------------------------------------------------------- I/O: the fingerprint
 
 def _file_digest(path):
-    """sha256 of a file's content (a symlink: of its target text); ``-`` when it cannot be read."""
+    """sha256 of a regular file's content (a symlink: of its target text; a FIFO, socket or device: its kind, never
+    opened - a FIFO would block the fingerprint for ever); ``-`` when it cannot be read."""
     try:
-        if os.path.islink(path):
+        info = os.lstat(path)
+        if stat.S_ISLNK(info.st_mode):
             return "link:" + os.readlink(path)
-        digest = hashlib.sha256()
-        with open(path, "rb") as handle:
+        if not stat.S_ISREG(info.st_mode):
+            return "special:%o" % stat.S_IFMT(info.st_mode)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | _NOFOLLOW | _CLOEXEC)
+        with os.fdopen(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):  # replaced between the look and the open
+                return "special"
+            digest = hashlib.sha256()
             for block in iter(lambda: handle.read(1 << 20), b""):
                 digest.update(block)
         return digest.hexdigest()

@@ -54,6 +54,8 @@ class WatchdogConfinement(Confinement):
     before the kernel's OOM killer picks a victim (sshd, the container's init, someone's notebook)."""
 
     name = "watchdog"
+    poll_seconds = POLL_SECONDS
+    auto_rank = 3
 
     def prepare(self):
         self.watched = self._tightest_limit()

@@ -10,11 +10,13 @@
   watched, and the build's OWN session (its whole tree) is SIGKILLed when the headroom falls below a floor.
 - ``none``: nothing; OOM detection then rests on exit status 137 and the kernel log.
 
-Every strategy starts the build the same way: in its own session, under a small ``sh`` holder that runs
-the command, reports its exit status on a pipe and waits to be released. The holder keeps a systemd scope
-alive until its ``memory.events`` / ``memory.peak`` are read (a scope with ``--collect`` vanishes with its
-last process), and ends by itself when the module dies (its stdin, the release pipe, closes).
-Nothing here moves or signals a process the module did not start.
+Every strategy starts the build the same way (``_build_process``): in its own session, under a small holder
+that runs the command, reports its exit status on a pipe and waits to be released. The holder keeps a systemd
+scope alive until its ``memory.events`` / ``memory.peak`` are read (a scope with ``--collect`` vanishes with its
+last process), and when the module dies (its stdin, the release pipe, closes) it ends the whole build - under
+every strategy the build dies with its module, so no build runs on unguarded.
+A cgroup's name carries its owner (module pid and start time): another run removes it only once that owner is
+provably gone. Nothing here moves or signals a process the module did not start.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -28,14 +30,14 @@ import re
 import signal
 import time
 
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build_process import process_start_time
 from ansible_collections.gpufleet.preflight.plugins.module_utils._cgroupfs import locate_controller, read_text
 from ansible_collections.gpufleet.preflight.plugins.module_utils._constants import GUARDED_BUILD_CGROUP_PREFIX
 from ansible_collections.gpufleet.preflight.plugins.module_utils._memory import parse_oom_kill_count
 
-STRATEGIES = ("auto", "systemd", "cgroupfs", "watchdog", "none")
-AUTO_ORDER = ("systemd", "cgroupfs", "watchdog")
 CGROUP_PREFIX = GUARDED_BUILD_CGROUP_PREFIX  # declared in _constants: the recent_oom check reads it without this file
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9_.-]+")
+_OWNER = re.compile(r"^(?P<base>.+)-p(?P<pid>[0-9]+)-s(?P<start>[0-9]+)$")
 
 
 class Unavailable(Exception):
@@ -45,9 +47,22 @@ class Unavailable(Exception):
 # ---------------------------------------------------------------- pure
 
 def cgroup_name(name, build_dir):
-    """``gpufleet-build-<name>-<8 hex of the build dir>``: one cgroup (or scope) per build directory."""
+    """``gpufleet-build-<name>-<8 hex of the build dir>``: the base of the build directory's cgroups (or scopes);
+    each run's own name adds its owner (:func:`owned_name`)."""
     digest = hashlib.sha256(os.path.abspath(build_dir).encode("utf-8")).hexdigest()[:8]
     return "%s%s-%s" % (CGROUP_PREFIX, _SAFE_NAME.sub("_", name)[:40], digest)
+
+
+def owned_name(base, pid, start_time):
+    """``<base>-p<module pid>-s<its start time>``: a cgroup name that says which run made it, so that another run
+    removes it only once that run's module is provably gone (a pid alone may be reused; with its start time, not)."""
+    return "%s-p%d-s%d" % (base, pid, start_time)
+
+
+def parse_owner(name):
+    """``(base, pid, start_time)`` of an :func:`owned_name`, or None for a name without an owner."""
+    match = _OWNER.match(name)
+    return (match.group("base"), int(match.group("pid")), int(match.group("start"))) if match else None
 
 
 def parse_systemd_version(text):
@@ -153,15 +168,25 @@ class Confinement(object):
     """The base: ``prepare`` (Unavailable when it cannot run), ``popen_args`` per attempt, ``started`` once the
     holder runs, ``guard`` on every poll, ``counters`` after the build, ``cleanup`` in every path."""
 
+    # the registry (``_guarded_build.METHODS``) reads these: the method's option value, seconds between two
+    # looks while the build runs (None: the status interval), its place in ``auto`` (None: never chosen by auto)
     name = "none"
+    poll_seconds = None
+    auto_rank = None
     cgroup = None
     prefix_argv = None
 
-    def __init__(self, unit, limit_bytes, floor_bytes, root="/"):
+    def __init__(self, unit, limit_bytes, floor_bytes, root="/", find=None, run=None, owner=None):
+        """``unit``: the build directory's base name (:func:`cgroup_name`); ``owner``: ``(module pid, start
+        time)`` of this run, which names its cgroup; ``find(name)``/``run(argv, timeout)`` for methods that call
+        tools."""
         self.unit = unit
         self.limit_bytes = limit_bytes
         self.floor_bytes = floor_bytes
         self.root = root
+        self.find = find
+        self.run = run
+        self.owner = owner or (os.getpid(), process_start_time(os.getpid()) or 0)
         self.notes = []
 
     def prepare(self):
@@ -201,10 +226,46 @@ class Confinement(object):
         return {"strategy": self.name, "cgroup": self.cgroup.describe() if self.cgroup else None}
 
 
+def remove_stale_cgroups(parent, version, mountpoint, base, root="/"):
+    """Our cgroups under ``parent`` whose owner (pid and start time in the name) is provably gone: those of the
+    build directory ``base`` are emptied (their processes are a dead run's build) and removed; other builds' are
+    removed only when empty (rmdir), and whatever runs there is never touched. A cgroup whose owner lives, or whose
+    name names no owner, is never removed from under it. Returns notes."""
+    notes = []
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return notes
+    for name in sorted(names):
+        owner = parse_owner(name) if name.startswith(CGROUP_PREFIX) else None
+        if owner is None or process_start_time(owner[1], os.path.join(root, "proc")) == owner[2]:
+            continue
+        stale = CgroupDir(os.path.join(parent, name), version, mountpoint)
+        if owner[0] == base:
+            killed = stale.kill_all()
+            if killed:
+                notes.append("killed %d leftover process(es) of a dead run in %s" % (len(killed), stale.dir))
+            if stale.remove() is None:
+                notes.append("removed the stale cgroup %s" % stale.dir)
+            continue
+        try:
+            os.rmdir(stale.dir)
+            notes.append("removed the stale cgroup %s" % stale.dir)
+        except OSError:
+            pass
+    return notes
+
+
 class CgroupfsConfinement(Confinement):
-    """A child memory cgroup, made and removed by us through cgroupfs."""
+    """A child memory cgroup, made and removed by us through cgroupfs; its name carries its owner."""
 
     name = "cgroupfs"
+    auto_rank = 2
+
+    def __init__(self, unit, limit_bytes, floor_bytes, root="/", find=None, run=None, owner=None):
+        super(CgroupfsConfinement, self).__init__(unit, limit_bytes, floor_bytes, root, find, run, owner)
+        self.base = unit
+        self.unit = owned_name(unit, self.owner[0], self.owner[1])
 
     def prepare(self):
         where = locate_controller("memory", root=self.root)
@@ -240,30 +301,7 @@ class CgroupfsConfinement(Confinement):
         raise Unavailable("; ".join(problems) + "; processes the module did not start are never moved")
 
     def _remove_stale(self):
-        """Our own cgroups left by killed runs: this build dir's (we hold its lock, so what runs there is an
-        orphan of ours) is emptied and removed; other builds' are removed only when empty."""
-        notes = []
-        try:
-            names = os.listdir(self.parent)
-        except OSError:
-            return notes
-        for name in names:
-            if not name.startswith(CGROUP_PREFIX):
-                continue
-            stale = CgroupDir(os.path.join(self.parent, name), self.version, self.mountpoint)
-            if name == self.unit:
-                killed = stale.kill_all()
-                if killed:
-                    notes.append("killed %d leftover process(es) of an earlier run in %s" % (len(killed), stale.dir))
-                if stale.remove() is None:
-                    notes.append("removed the stale cgroup %s" % stale.dir)
-                continue
-            try:  # another build's: rmdir succeeds only when empty; whatever runs there is never touched
-                os.rmdir(stale.dir)
-                notes.append("removed the stale cgroup %s" % stale.dir)
-            except OSError:
-                pass
-        return notes
+        return remove_stale_cgroups(self.parent, self.version, self.mountpoint, self.base, self.root)
 
     def _create(self):
         cgroup = CgroupDir(os.path.join(self.parent, self.unit), self.version, self.mountpoint)
@@ -312,11 +350,10 @@ class SystemdConfinement(Confinement):
     """A transient scope per attempt: ``systemd-run --scope`` registers it and execs the holder inside."""
 
     name = "systemd"
+    auto_rank = 1
 
-    def __init__(self, unit, limit_bytes, floor_bytes, root="/", find=None, run=None):
-        super(SystemdConfinement, self).__init__(unit, limit_bytes, floor_bytes, root)
-        self.find = find
-        self.run = run
+    def __init__(self, unit, limit_bytes, floor_bytes, root="/", find=None, run=None, owner=None):
+        super(SystemdConfinement, self).__init__(unit, limit_bytes, floor_bytes, root, find, run, owner)
         self.version = None
         self.attempts = 0
         self.scope = None
@@ -341,7 +378,7 @@ class SystemdConfinement(Confinement):
     def prefix(self):
         # a unit per attempt and run: the last attempt's scope may still be stopping under its name
         self.attempts += 1
-        self.scope = "%s-%d-%d" % (self.unit, os.getpid(), self.attempts)
+        self.scope = "%s-%d-%d" % (owned_name(self.unit, self.owner[0], self.owner[1]), self.attempts, int(time.time()))
         self.prefix_argv = systemd_run_argv(self.systemd_run, self.scope, self.limit_bytes, self.version)
         return self.prefix_argv
 

@@ -14,6 +14,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import binascii
 import os
 import signal
 import subprocess
@@ -22,17 +23,23 @@ import time
 from ansible_collections.gpufleet.preflight.plugins.module_utils import _build_engine as engine
 from ansible_collections.gpufleet.preflight.plugins.module_utils import _build_state as state
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build_engine import BuildError, Interrupted
-from ansible_collections.gpufleet.preflight.plugins.module_utils._build_options import check_options
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build_options import check_options, check_stop_options
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build_plan import (
     default_reserve,
     measured_memory_per_thread,
     memory_from_facts,
     plan_from_facts,
 )
-from ansible_collections.gpufleet.preflight.plugins.module_utils._build_process import BuildProcess
-from ansible_collections.gpufleet.preflight.plugins.module_utils._build_watchdog import POLL_SECONDS, WatchdogConfinement
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build_process import (
+    MARKER_VARIABLE,
+    BuildProcess,
+    kill_marked,
+    marker_value,
+    owner_alive,
+    process_start_time,
+)
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build_watchdog import WatchdogConfinement
 from ansible_collections.gpufleet.preflight.plugins.module_utils._confinement import (
-    AUTO_ORDER,
     CgroupfsConfinement,
     Confinement,
     SystemdConfinement,
@@ -45,7 +52,28 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._kernel_events 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._memory import collect_memory
 from ansible_collections.gpufleet.preflight.plugins.module_utils._timeline import Timeline, current_step
 
-__all__ = ["BuildError", "GuardedBuild", "Interrupted"]
+__all__ = ["BuildError", "GuardedBuild", "Interrupted", "METHODS", "choose", "strategy_names"]
+
+# the one confinement registry: each method names itself (``name``), its poll interval (``poll_seconds``) and its
+# place in ``auto`` (``auto_rank``); the module's ``confinement`` choices are ``strategy_names()`` (a unit test
+# ties them). A new method is a class here and nowhere else.
+METHODS = (SystemdConfinement, CgroupfsConfinement, WatchdogConfinement, Confinement)
+SIGNAL_NAMES = {signal.SIGTERM: "SIGTERM", signal.SIGINT: "SIGINT", signal.SIGHUP: "SIGHUP"}
+
+
+def strategy_names(methods=METHODS):
+    """The ``confinement`` option's choices: ``auto`` then every method's name."""
+    return ("auto",) + tuple(method.name for method in methods)
+
+
+def auto_order(methods=METHODS):
+    """The methods ``auto`` tries, in order."""
+    return tuple(sorted((method for method in methods if method.auto_rank is not None), key=lambda m: m.auto_rank))
+
+
+def new_run_id():
+    """A run's id: time, pid and random bits, unique per run on a node."""
+    return "%s-%d-%s" % (time.strftime("%Y%m%dT%H%M%S"), os.getpid(), binascii.hexlify(os.urandom(4)).decode("ascii"))
 
 
 # ---------------------------------------------------------------- the build
@@ -66,6 +94,11 @@ class GuardedBuild(object):
         self.warnings = []
         self.confinement = None
         self.lock = None
+        self.stop_signal = None     # the first SIGTERM/SIGINT/SIGHUP; later ones change nothing
+        self._interruptible = False  # only a wait for the build may be interrupted by the signal itself
+        self.run_id = params.get("run_id") or new_run_id()
+        self.module_start_time = process_start_time(os.getpid()) or 0
+        self.marker = marker_value(self.run_id, os.getpid(), self.module_start_time)
 
     # -- validation and planning, before anything runs
     def prepare(self):
@@ -74,15 +107,10 @@ class GuardedBuild(object):
         except ValueError as exc:
             raise BuildError(str(exc))
         params = self.params
-        self.chdir = os.path.abspath(params["chdir"])
+        self.locate()
         self.source = os.path.abspath(params["source"] or self.chdir)
-        self.build_dir = os.path.abspath(os.path.join(self.chdir, params["build_dir"]))
-        self.name = params["name"] or os.path.basename(self.chdir.rstrip("/")) or "build"
         self._plan()
-        self.env = engine.build_environment(
-            self.base_env, self.jobs, params["nvcc_threads"], params["cmake_args"], params["threads_variable"],
-            params["cmake_policy_version_minimum"], params["ccache_dir"], params["cuda_arch_list"],
-            params["environment"])
+        self.env = self.build_env()
         program = engine.command_executable(params["argv"], params["cmd"])
         if program is not None:
             resolved = self.find(program if "/" not in program or os.path.isabs(program)
@@ -90,12 +118,30 @@ class GuardedBuild(object):
             if not resolved:
                 raise BuildError("the build command %s was not found (PATH=%s); install it or fix argv/cmd"
                                  % (program, self.env.get("PATH", "")))
-        self.log_path = os.path.abspath(params["log_path"] or os.path.join(self.build_dir, state.LOG_NAME))
-        self.status_path = os.path.abspath(params["status_path"] or os.path.join(self.build_dir, state.STATUS_NAME))
-        self.stamp_path = os.path.join(self.build_dir, state.STAMP_NAME)
         self.strategy = params["confinement"]
         if params["confine"] is False:  # the deprecated switch: false meant no cgroup
             self.strategy = "none"
+
+    def locate(self):
+        """The build's directories and state files from the options (``state: present`` and ``stopped`` alike)."""
+        params = self.params
+        self.chdir = os.path.abspath(params["chdir"])
+        self.build_dir = os.path.abspath(os.path.join(self.chdir, params["build_dir"]))
+        self.name = params["name"] or os.path.basename(self.chdir.rstrip("/")) or "build"
+        self.log_path = os.path.abspath(params["log_path"] or os.path.join(self.build_dir, state.LOG_NAME))
+        self.status_path = os.path.abspath(params["status_path"] or os.path.join(self.build_dir, state.STATUS_NAME))
+        self.stamp_path = os.path.join(self.build_dir, state.STAMP_NAME)
+
+    def build_env(self):
+        """The build's environment and CMake arguments: the one seam where what sizes, targets and launches the
+        build is added (job counts, nvcc threads, CMAKE_ARGS, cache and launcher variables) and the run's marker."""
+        params = self.params
+        env = engine.build_environment(
+            self.base_env, self.jobs, params["nvcc_threads"], params["cmake_args"], params["threads_variable"],
+            params["cmake_policy_version_minimum"], params["ccache_dir"], params["cuda_arch_list"],
+            params["environment"])
+        env[MARKER_VARIABLE] = self.marker.split("=", 1)[1]  # every process of the build carries it
+        return env
 
     def _check_options(self):
         checked = check_options(self.params)
@@ -156,18 +202,21 @@ class GuardedBuild(object):
         self.toolchain = state.toolchain_identity(self.env, self.run_command, self.find)
         self.variables = engine.set_variables(self.env, self.base_env)
         return state.configuration_fingerprint(self.command, self.chdir, self.build_dir, self.variables,
-                                               self.revision, self.toolchain, engine.JOB_VARIABLES)
+                                               self.revision, self.toolchain, engine.JOB_VARIABLES + (MARKER_VARIABLE,))
 
     def shown_env(self):
         secret = set(str(key) for key in self.params["environment"])
-        return engine.shown_variables(engine.set_variables(self.env, self.base_env), secret)
+        variables = engine.set_variables(self.env, self.base_env)
+        variables.pop(MARKER_VARIABLE, None)
+        return engine.shown_variables(variables, secret)
 
     def base_result(self):
         return {
             "command": self.command, "chdir": self.chdir, "build_dir": self.build_dir, "jobs": self.jobs,
             "nvcc_threads": self.nvcc_threads, "memory_limit_bytes": self.limit_bytes,
             "memory_limit_human": human(self.limit_bytes), "plan": self.plan, "env": self.shown_env(),
-            "log": self.log_path, "status": self.status_path, "stamp": self.stamp_path,
+            "log": self.log_path, "status": self.status_path, "stamp": self.stamp_path, "run_id": self.run_id,
+            "status_path": self.status_path, "stamp_path": self.stamp_path,
             "source_revision": self.revision, "toolchain": self.toolchain, "cgroup": None,
             "confinement": {"requested": self.strategy},
         }
@@ -179,7 +228,7 @@ class GuardedBuild(object):
         try:
             state.write_json_atomic(self.status_path, self.status)
         except state.StateError as exc:
-            if changes.get("state") in ("failed", "succeeded"):
+            if changes.get("state") in ("failed", "succeeded", "stopped"):
                 # a status left at "running" would lie: better none than a stale one
                 try:
                     os.unlink(self.status_path)
@@ -193,8 +242,7 @@ class GuardedBuild(object):
         self.env["CMAKE_BUILD_PARALLEL_LEVEL"] = self.env["MAX_JOBS"] = str(jobs)
         kernel = KmsgFollower(self.root)
         kernel.start()
-        watch = isinstance(self.confinement, WatchdogConfinement)
-        step = min(POLL_SECONDS if watch else self.params["status_interval"], self.params["status_interval"])
+        step = min(self.confinement.poll_seconds or self.params["status_interval"], self.params["status_interval"])
         outcome = {"attempt": attempt, "jobs": jobs, "rc": None, "timed_out": False, "interrupted": None,
                    "watchdog": None, "strategy": self.confinement.name}
         build, peak, started, next_status = None, 0, time.time(), 0.0
@@ -209,12 +257,12 @@ class GuardedBuild(object):
                 except (IOError, OSError) as exc:
                     raise BuildError("cannot write the build log %s: %s" % (self.log_path, exc.strerror or exc))
                 try:
-                    build = BuildProcess(self.command, self.confinement, self.chdir, self.env, log, (self.lock.fd,))
+                    build = BuildProcess(self.command, self.confinement, self.chdir, self.env, log, self.marker)
                 except (OSError, subprocess.SubprocessError, Unavailable) as exc:
                     raise BuildError("could not start the build %s: %s" % (self.command, exc))
                 located = False
                 try:
-                    while not build.wait(step):
+                    while not self._wait(build, step):
                         if build.started and not located:
                             self.confinement.started(build.pgid)
                             located = True
@@ -252,6 +300,8 @@ class GuardedBuild(object):
             error = self.confinement.cleanup()
             if error:
                 self.warnings.append("could not remove the build cgroup: %s" % error)
+            # the holder ends what the build started; a holder killed with its session could not: the marker finds it
+            kill_marked(self.marker)
             messages = kernel.messages()
             kernel.close()
         if not build.started and outcome["rc"] != 0 and not (outcome["interrupted"] or outcome["timed_out"]):
@@ -269,6 +319,17 @@ class GuardedBuild(object):
                        progress=engine.parse_progress(attempt_text), failed_steps=engine.failed_steps(attempt_text))
         return outcome
 
+    def _wait(self, build, step):
+        """``build.wait(step)``, the one place a stop signal interrupts (then Interrupted); a signal that came while
+        anything else ran is acted on here, once that finished."""
+        if self.stop_signal is not None:
+            raise Interrupted(SIGNAL_NAMES.get(self.stop_signal, "signal %d" % self.stop_signal))
+        self._interruptible = True
+        try:
+            return build.wait(step)
+        finally:
+            self._interruptible = False
+
     def _open_log(self):
         try:
             return state.open_log(self.log_path)
@@ -282,7 +343,11 @@ class GuardedBuild(object):
         result = self.result
         result.update(self.base_result())
         result["fingerprint"] = digest
-        stamp = state.read_json(self.stamp_path) if os.path.isdir(self.build_dir) else None
+        stamp = None
+        if os.path.isdir(self.build_dir):
+            stamp, problem = state.read_json_object(self.stamp_path, "stamp")
+            if problem:
+                self.warnings.append(problem + " (the build runs)")
         up_to_date = bool(stamp and stamp.get("fingerprint") == digest
                           and state.artifacts_present(self.chdir, self.params["artifacts"])) and not self.params["force"]
         result["up_to_date"] = up_to_date
@@ -297,25 +362,17 @@ class GuardedBuild(object):
             result.update(changed=True, attempts=[], msg="would run %s in %s with jobs=%d under a %s memory limit"
                           % (" ".join(self.command), self.chdir, self.jobs, human(self.limit_bytes)))
             return result
-        try:
-            for option, path in (("build_dir", self.build_dir), ("log_path", os.path.dirname(self.log_path)),
-                                 ("status_path", os.path.dirname(self.status_path))):
-                state.make_directory(path, option)
-                state.check_directory(path, option)
-            self.lock = state.BuildLock(self.build_dir).acquire()
-        except state.StateError as exc:
-            raise BuildError(str(exc), exc.details)
+        self._take_lock()
         previous_handlers = self._trap_signals()
         try:
-            stale = state.stale_status(state.read_json(self.status_path))
-            if stale:
-                result["stale_status"] = stale
+            self._start_status()
             try:
                 self.confinement, skipped = choose(
                     self.strategy, cgroup_name(self.name, self.build_dir), self.limit_bytes, self.floor_bytes,
                     lambda name: self.find(name, {"PATH": self.base_env.get("PATH", os.defpath) + ":/usr/bin:/bin"}),
                     self.run_command, self.root)
             except Unavailable as exc:
+                self.write_status(state="failed", message=str(exc))
                 raise BuildError(str(exc))
             result["confinement"] = dict(self.confinement.describe(), requested=self.strategy, skipped=skipped,
                                          notes=self.confinement.notes)
@@ -325,12 +382,50 @@ class GuardedBuild(object):
             self._restore_signals(previous_handlers)
             self.lock.release()
 
+    def _take_lock(self):
+        """The build's identity: the lock in the registry (module pid and start time, run id), refused naming its
+        holder while that one lives."""
+        try:
+            for option, path in (("build_dir", self.build_dir), ("log_path", os.path.dirname(self.log_path)),
+                                 ("status_path", os.path.dirname(self.status_path))):
+                state.make_directory(path, option)
+                state.check_directory(path, option)
+            self.lock = state.BuildLock(self.build_dir).acquire({
+                "module_pid": os.getpid(), "module_start_time": self.module_start_time, "run_id": self.run_id,
+                "status_path": self.status_path, "name": self.name})
+        except state.StateError as exc:
+            raise BuildError(str(exc), exc.details)
+
+    def _start_status(self):
+        """First thing under the lock, before anything slow: the status names this run, so a watcher never reads
+        the previous run's as its own. A previous run's status still saying "running" is abandoned: its leftovers
+        (processes carrying its marker) are ended."""
+        previous, problem = state.read_json_object(self.status_path, "status file")
+        if problem:
+            self.warnings.append(problem + " (replaced by this run's)")
+        self.started = time.time()
+        self.status = {"state": "starting", "name": self.name, "log": self.log_path, "build_dir": self.build_dir,
+                       "run_id": self.run_id, "module_pid": os.getpid(), "module_start_time": self.module_start_time,
+                       "build_marker": self.marker, "max_attempts": self.params["max_attempts"],
+                       "memory_limit_bytes": self.limit_bytes, "memory_limit_human": human(self.limit_bytes),
+                       "started_at": self.started, "attempts": [], "confinement": None}
+        self.write_status()
+        stale = state.stale_status(previous, owner_alive)
+        if stale:
+            self.result["stale_status"] = stale
+            if isinstance(previous.get("build_marker"), str) and previous["build_marker"].startswith(MARKER_VARIABLE):
+                kill_marked(previous["build_marker"])
+
     def _trap_signals(self):
-        def interrupted(signum, frame):
-            raise Interrupted("signal %d" % signum)
+        def stop(signum, frame):
+            if self.stop_signal is not None:
+                return  # a burst: the first one is being acted on, to the end
+            self.stop_signal = signum
+            if self._interruptible:
+                raise Interrupted(SIGNAL_NAMES.get(signum, "signal %d" % signum))
         previous = {}
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            previous[signum] = signal.signal(signum, interrupted)
+            previous[signum] = signal.signal(signum, stop)
         return previous
 
     @staticmethod
@@ -340,19 +435,18 @@ class GuardedBuild(object):
 
     def _attempts(self, result, digest, config):
         params = self.params
-        self.started = time.time()
         deadline = self.started + params["timeout"] if params["timeout"] else None
         attempts = []
         result["attempts"] = attempts
         jobs = self.jobs
-        self.status = {"state": "starting", "name": self.name, "log": self.log_path,
-                       "max_attempts": params["max_attempts"], "memory_limit_bytes": self.limit_bytes,
-                       "memory_limit_human": human(self.limit_bytes), "started_at": self.started,
-                       "attempts": attempts, "module_pid": os.getpid(), "confinement": self.confinement.name}
+        self.status.update(attempts=attempts, confinement=self.confinement.name)
         self.timeline = Timeline()  # memory and jobs over time, bounded (issue 14)
         failure = None
         try:
             for attempt in range(1, params["max_attempts"] + 1):
+                if self.stop_signal is not None:
+                    failure = "stopped"
+                    break
                 self.write_status(state="running", attempt=attempt, jobs=jobs)
                 try:
                     outcome = self.run_attempt(attempt, jobs, deadline)
@@ -372,6 +466,11 @@ class GuardedBuild(object):
                 self.write_status(state="oom-backoff", jobs=jobs, message=message)
         except BuildError as exc:
             failure = str(exc)
+        if self.stop_signal is not None and failure is not None:
+            name = SIGNAL_NAMES.get(self.stop_signal, "signal %d" % self.stop_signal)
+            failure = ("stopped by %s: the build and everything it started were ended, its cgroup removed and its "
+                       "lock released; a rerun resumes where it stopped" % name)
+            result["stopped"] = True
         return self._finish(result, attempts, jobs, failure, digest, config)
 
     def _finish(self, result, attempts, jobs, failure, digest, config):
@@ -404,29 +503,94 @@ class GuardedBuild(object):
         log_text = state.read_log_tail(self.log_path, 1 << 20)
         result.update(changed=bool(attempts), log_tail=engine.tail_lines(log_text, self.params["tail_lines"]),
                       failed_steps=attempts[-1]["failed_steps"] if attempts else [])
-        self.write_status(state="failed", message=failure, peak_memory_bytes=peak, duration=duration)
+        self.write_status(state="stopped" if result.get("stopped") else "failed", message=failure,
+                          peak_memory_bytes=peak, duration=duration)
         raise BuildError(failure, result)
 
 
-def choose(requested, unit, limit_bytes, floor_bytes, find, run, root="/"):
-    """The strategy to use: ``requested``, or with ``auto`` the first of systemd, cgroupfs, watchdog that
-    can run. ``(confinement, skipped)``, ``skipped`` saying why each earlier one could not; Unavailable
-    when the one asked for cannot run."""
-    makers = {
-        "systemd": lambda: SystemdConfinement(unit, limit_bytes, floor_bytes, root, find=find, run=run),
-        "cgroupfs": lambda: CgroupfsConfinement(unit, limit_bytes, floor_bytes, root),
-        "watchdog": lambda: WatchdogConfinement(unit, limit_bytes, floor_bytes, root),
-        "none": lambda: Confinement(unit, limit_bytes, floor_bytes, root),
-    }
+# ---------------------------------------------------------------- state: stopped
+
+def stop_build(build, timeout, check_mode=False, poll=0.1):
+    """``state: stopped`` for ``build`` (a GuardedBuild, located): the live owner of the build directory (the lock's
+    record, else the status's ``module_pid``, each verified by its start time) gets SIGTERM - it ends its build,
+    removes its cgroup, releases the lock and marks the status "stopped" - and this waits (``timeout`` s) until it
+    did. A status left "running" by a dead owner is marked stopped and what carries its marker is ended. The
+    result dict; BuildError when the owner does not stop in time."""
+    try:
+        check_stop_options(build.params)
+    except ValueError as exc:
+        raise BuildError(str(exc))
+    build.locate()
+    result = {"changed": False, "build_dir": build.build_dir, "status_path": build.status_path,
+              "stamp_path": build.stamp_path, "status": build.status_path, "stamp": build.stamp_path, "run_id": None}
+    record = state.BuildLock(build.build_dir).holder()
+    status, problem = state.read_json_object(build.status_path, "status file")
+    if problem:
+        build.warnings.append(problem)
+    owner = None
+    for source in (record, status):
+        if isinstance(source, dict) and owner_alive(source.get("module_pid"), source.get("module_start_time")):
+            owner = source
+            break
+    if owner is not None:
+        pid, run_id = owner["module_pid"], owner.get("run_id")
+        what = "run %s (module pid %s) building in %s" % (run_id, pid, build.build_dir)
+        result.update(changed=True, run_id=run_id, module_pid=pid)
+        if check_mode:
+            result["msg"] = "would stop %s" % what
+            return result
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.time() + timeout
+        while owner_alive(pid, owner.get("module_start_time")):
+            current = state.read_json_object(build.status_path, "status file")[0] or {}
+            if current.get("run_id") == run_id and current.get("state") == "stopped":
+                break
+            if time.time() > deadline:
+                raise BuildError("%s did not stop within %s s of SIGTERM" % (what, timeout), result)
+            time.sleep(poll)
+        status = state.read_json_object(build.status_path, "status file")[0]
+        if isinstance(status, dict) and status.get("run_id") == run_id and status.get("state") != "stopped":
+            _mark_stopped(build.status_path, status, "its module (pid %s) ended without marking it" % pid)
+        result["msg"] = "stopped %s" % what
+        return result
+    if isinstance(status, dict) and status.get("state") in state.ACTIVE_STATES:
+        what = "the status of run %s (module pid %s, no longer running) still says %r" % (
+            status.get("run_id"), status.get("module_pid"), status.get("state"))
+        result.update(changed=True, run_id=status.get("run_id"))
+        if check_mode:
+            result["msg"] = "%s: would mark it stopped and end its leftovers" % what
+            return result
+        marker = status.get("build_marker")
+        killed = kill_marked(marker) if isinstance(marker, str) and marker.startswith(MARKER_VARIABLE + "=") else []
+        _mark_stopped(build.status_path, status, "abandoned: its module no longer runs")
+        result["msg"] = "%s: marked it stopped (abandoned), ended %d leftover process(es)" % (what, len(killed))
+        return result
+    result["msg"] = "nothing is running in %s" % build.build_dir
+    return result
+
+
+def _mark_stopped(path, status, why):
+    status = dict(status, state="stopped", message="stopped: %s" % why, updated_at=time.time())
+    try:
+        state.write_json_atomic(path, status)
+    except state.StateError:
+        pass
+
+
+def choose(requested, unit, limit_bytes, floor_bytes, find, run, root="/", methods=METHODS):
+    """The method to use: ``requested``, or with ``auto`` the first in ``auto_order(methods)`` that can run.
+    ``(confinement, skipped)``, ``skipped`` saying why each earlier one could not; Unavailable when the one asked
+    for cannot run."""
+    by_name = dict((method.name, method) for method in methods)
     skipped = {}
-    for name in AUTO_ORDER if requested == "auto" else (requested,):
-        strategy = makers[name]()
+    for method in auto_order(methods) if requested == "auto" else (by_name[requested],):
+        strategy = method(unit, limit_bytes, floor_bytes, root, find=find, run=run)
         try:
             strategy.prepare()
         except Unavailable as exc:
             if requested != "auto":
-                raise Unavailable("confinement=%s is not possible here: %s" % (name, exc))
-            skipped[name] = str(exc)
+                raise Unavailable("confinement=%s is not possible here: %s" % (method.name, exc))
+            skipped[method.name] = str(exc)
             continue
         return strategy, skipped
     raise Unavailable("no confinement is possible here (%s); set confinement=none to build unprotected"

@@ -23,8 +23,10 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import errno
 import os
 import re
+import stat
 
 _COMMENT = re.compile(r"#\[(=*)\[.*?\]\1\]|#[^\n]*", re.S)
 _DECLARE = re.compile(r"\bFetchContent_Declare\s*\(([^)]*)\)", re.I | re.S)
@@ -203,12 +205,17 @@ def _cmake_files(top):
     for root, dirs, files in os.walk(top):
         dirs[:] = sorted(d for d in dirs if d not in skip and not d.startswith("."))
         for name in sorted(files):
-            if _CMAKE_FILE.match(name):
+            # a regular file only (or a link to one): a FIFO named x.cmake would block the read for ever
+            if _CMAKE_FILE.match(name) and os.path.isfile(os.path.join(root, name)):
                 yield os.path.join(root, name)
 
 
 def _read(path, limit=4 * 1024 * 1024):
-    with open(path, "rb") as handle:
+    """Up to ``limit`` bytes of a regular file; OSError for anything else (never blocks on a FIFO)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", path)
         return handle.read(limit).decode("utf-8", "replace")
 
 

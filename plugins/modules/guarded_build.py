@@ -24,22 +24,49 @@ description:
   - Detects an OOM kill (the cgroup's C(oom_kill) counter, exit status 137, the kernel log when readable, a watchdog
     stop) and resumes in the same build directory with the jobs halved, up to O(max_attempts); fails clearly when one
     job still does not fit.
-  - Holds a lock per build directory for the build's whole life (an C(flock) the build's processes inherit, so it
-    stays taken while any of them runs, also after the module was killed); a second build there is refused naming
-    the holder. Writes a stamp of the source (git HEAD plus the content of modified and untracked files under
-    O(source), or the content of every file without git), the toolchain (path, file and version of cc, c++, nvcc,
+  - Holds a lock per build directory (an C(flock) in C(/run/gpufleet-build), keyed by the build directory's path, so
+    removing the build directory does not free it; the build never inherits it); a second build there is refused
+    naming the holder (module pid, run id, since when). The build runs under a holder process that ends it - and
+    everything it started, also C(setsid) daemons and background jobs - when the attempt ends or the module dies
+    (SIGKILL, the async limit, the OOM killer), under every O(confinement).
+  - Writes a stamp of the source (git HEAD plus the content of modified and untracked files under O(source), or the content of every file without git), the toolchain (path, file and version of cc, c++, nvcc,
     cmake, ninja) and the configuration (not the job count), so an up-to-date build returns C(changed=false).
   - Writes a log file and a JSON status file (state, attempt, jobs, ninja's C([N/M]) progress, memory in use) that
-    a poller can read while the module runs under C(async). A status still saying C(running) while the lock is free
-    is stale (its module was killed); the next run reports it as RV(stale_status).
+    a poller can read while the module runs under C(async); it names its run (C(run_id), C(module_pid),
+    C(module_start_time)) and is written as soon as the lock is taken. A status still saying C(running) whose module
+    no longer runs is abandoned; the next run reports it as RV(stale_status).
   - State files are opened without following symlinks and made mode 0600; a build directory (or log or status
     directory) owned by another user, or writable by everyone without the sticky bit, is refused.
-  - Always removes the cgroup it made; a run finds and removes its own stale cgroups left by a killed run.
+  - Always removes the cgroup it made; its name carries the run's module pid and start time, and another run removes
+    it only once that module is gone.
 options:
+  state:
+    description:
+      - C(present) runs the build (nothing runs when it is up to date).
+      - C(stopped) stops the build running in O(chdir)/O(build_dir) through its owner - the module run that holds its
+        lock (module pid verified by its start time) gets SIGTERM, ends the build and everything it started, removes
+        its cgroup, releases the lock and marks the status C(stopped) - and waits up to O(stop_timeout) seconds for
+        that; C(changed) when something was stopped, C(ok) when nothing was running. A status left C(running) by a
+        run whose module died is marked C(stopped) and its leftover processes ended. Only O(chdir), O(build_dir),
+        O(status_path) and O(stop_timeout) are read.
+      - SIGTERM or SIGINT to a running module does the same as C(stopped) (the task then fails saying C(stopped)).
+    type: str
+    choices: [present, stopped]
+    default: present
+  run_id:
+    description:
+      - The run's id, written into the status file (top-level C(run_id)) and returned, so a watcher follows this run
+        and never a previous run's status. Up to 128 letters, digits and C(_.:@+-).
+      - Generated (time, pid, random bits) when omitted.
+    type: str
+  stop_timeout:
+    description: With O(state=stopped), seconds to wait for the running build to stop (1 to 3600).
+    type: int
+    default: 120
   argv:
     description:
       - The build command as a list; the first element is looked up on the build environment's C(PATH) before anything runs.
-      - Exactly one of O(argv) and O(cmd) is required.
+      - With O(state=present), exactly one of O(argv) and O(cmd) is required.
     type: list
     elements: str
   cmd:
@@ -189,6 +216,7 @@ options:
     default: 40
 notes:
   - Meant to run with C(async); the role P(gpufleet.preflight.sgl_kernel#role) polls it and prints the status file's progress.
+  - Nothing the build starts outlives the attempt; a compiler-cache server started by the build is ended with it.
   - An up-to-date check reads the stamp only; delete the build directory or set O(force) to rebuild.
   - Without C(git) on the node the stamp hashes the content of the source tree.
   - Every command the module runs itself (C(git), C(--version) probes, C(systemd-run --version)) has a timeout.
@@ -231,6 +259,11 @@ EXAMPLES = r"""
     jobs: 8
     memory_limit: 400MiB
     memory_per_thread: 150MiB
+
+- name: Stop the build running in /srv/build/project (its owner ends it and marks the status stopped)
+  gpufleet.preflight.guarded_build:
+    chdir: /srv/build/project
+    state: stopped
 
 - name: In a container with a read-only /sys/fs/cgroup, the watchdog keeps 1 GiB free
   gpufleet.preflight.guarded_build:
@@ -308,6 +341,26 @@ stamp:
   description: The stamp file.
   type: str
   returned: always
+status_path:
+  description: The JSON status file (as RV(status)); roles read it from here rather than naming it.
+  type: str
+  returned: always
+stamp_path:
+  description: The stamp file (as RV(stamp)).
+  type: str
+  returned: always
+run_id:
+  description: This run's id (O(run_id) or generated), as the status file's C(run_id); with O(state=stopped) the run stopped (null when none).
+  type: str
+  returned: always
+stopped:
+  description: True when a signal (or O(state=stopped) from elsewhere) stopped the build.
+  type: bool
+  returned: when stopped
+module_pid:
+  description: With O(state=stopped), the pid of the module run that was stopped.
+  type: int
+  returned: when a live build was stopped
 fingerprint:
   description: sha256 of the source revision and configuration the stamp is checked against.
   type: str
@@ -341,7 +394,7 @@ confinement:
     skipped: {systemd: PID 1 is not systemd (no /run/systemd/system)}
     cgroup: {version: 1, dir: /sys/fs/cgroup/memory/gpufleet-build-hungry-1a2b3c4d, path: /gpufleet-build-hungry-1a2b3c4d}
 stale_status:
-  description: Set when the status file still said C(running) from a run that was killed.
+  description: Set when the status file still said C(running) from a run whose module no longer runs (abandoned; its leftovers are ended).
   type: str
   returned: when found
 toolchain:
@@ -372,6 +425,7 @@ from ansible.module_utils.common.text.converters import to_native
 from ansible_collections.gpufleet.preflight.plugins.module_utils._guarded_build import (
     BuildError,
     GuardedBuild,
+    stop_build,
 )
 from ansible_collections.gpufleet.preflight.plugins.module_utils._run import (
     find_executable,
@@ -387,6 +441,9 @@ def find_in(name, env):
 
 # the one home of the options' defaults; module_utils reads them from params, tests from here
 ARGUMENT_SPEC = dict(
+    state=dict(type="str", default="present", choices=["present", "stopped"]),
+    run_id=dict(type="str"),
+    stop_timeout=dict(type="int", default=120),
     argv=dict(type="list", elements="str"),
     cmd=dict(type="str"),
     chdir=dict(type="path", required=True),
@@ -437,7 +494,7 @@ def main():
         module = AnsibleModule(
             argument_spec=ARGUMENT_SPEC,
             mutually_exclusive=[("argv", "cmd")],
-            required_one_of=[("argv", "cmd")],
+            required_if=[("state", "present", ("argv", "cmd"), True)],
             supports_check_mode=True,
         )
     except OverflowError:
@@ -453,7 +510,10 @@ def main():
     build = GuardedBuild(module.params, run_with_timeout, find_in, check_mode=module.check_mode)
     failure = None
     try:
-        result = build.execute()
+        if module.params["state"] == "stopped":
+            result = stop_build(build, module.params["stop_timeout"], check_mode=module.check_mode)
+        else:
+            result = build.execute()
     except BuildError as exc:
         failure = (to_native(exc), dict(exc.result))
     except (IOError, OSError) as exc:

@@ -150,6 +150,11 @@ def test_shown_variables_hide_what_the_user_set():
     (None, "cd sub && make", None),
     (None, "'unbalanced", None),
     (None, "./build.sh --fast", "./build.sh"),
+    # finding 4: shell builtins first (the shell runs them; they are no program on PATH)
+    (None, "ulimit -n 4096 && make", None),
+    (None, "umask 022; make", None),
+    (None, ": && make", None),
+    (None, "trap 'rm -f x' EXIT; make", None),
 ])
 def test_command_executable(argv, cmd, program):
     assert command_executable(argv, cmd) == program

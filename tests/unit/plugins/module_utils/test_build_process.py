@@ -8,9 +8,18 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
+import subprocess
 import time
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils._build_process import BuildProcess
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build_process import (
+    MARKER_VARIABLE,
+    BuildProcess,
+    kill_marked,
+    kill_session,
+    owner_alive,
+    process_start_time,
+    start_time_of,
+)
 from ansible_collections.gpufleet.preflight.plugins.module_utils._confinement import Confinement
 
 
@@ -108,3 +117,88 @@ def _session(pid):
             return int(handle.read().rsplit(")", 1)[1].split()[3])
     except (IOError, OSError):
         return None
+
+
+def _alive(word):
+    """Live (not zombie) processes whose argv holds ``word``."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % pid, "rb") as handle:
+                argv = handle.read().split(b"\0")
+            with open("/proc/%s/stat" % pid) as handle:
+                zombie = handle.read().rsplit(")", 1)[1].split()[0] == "Z"
+        except (IOError, OSError):
+            continue
+        if word.encode() in argv and not zombie:
+            found.append(int(pid))
+    return found
+
+
+def _gone(word, seconds=10):
+    deadline = time.time() + seconds
+    while _alive(word) and time.time() < deadline:
+        time.sleep(0.05)
+    return not _alive(word)
+
+
+def test_the_build_dies_with_its_module(tmp_path):
+    """Finding 2: the module's end (its side of the holder's stdin closes: SIGKILL, async limit, OOM killer) ends
+    the build under every confinement, so nothing runs on unguarded."""
+    build, log = start(tmp_path, ["/bin/sh", "-c", "sleep 5201"])
+    try:
+        deadline = time.time() + 10
+        while not _alive("5201"):
+            assert time.time() < deadline
+            time.sleep(0.05)
+        build.process.stdin.close()  # what the module's death does
+        assert _gone("5201"), "the build ran on after its module was gone"
+        assert build.process.wait(timeout=10) == 137
+    finally:
+        kill_session(build.pgid)
+        log.close()
+
+
+def test_nothing_the_build_started_outlives_its_release(tmp_path):
+    """Finding 3: a background job, a setsid daemon and a double-forked one outlived a successful build (and kept
+    the inherited lock). The holder is their subreaper and ends them; nothing inherits a lock."""
+    marker = "%s=test-%d" % (MARKER_VARIABLE, os.getpid())
+    env = dict(os.environ)
+    env[MARKER_VARIABLE] = marker.split("=", 1)[1]
+    log = open(str(tmp_path / "log"), "ab")
+    build = BuildProcess(["/bin/sh", "-c", "sleep 5202 & setsid sleep 5203 & (setsid sh -c 'sleep 5204 &' &); true"],
+                         Confinement("u", 1, 0), str(tmp_path), env, log, marker)
+    try:
+        assert wait_end(build) == 0
+        assert build.release() == 0
+        for word in ("5202", "5203", "5204"):
+            assert _gone(word, 5), "%s outlived the build" % word
+    finally:
+        for word in ("5202", "5203", "5204"):
+            for pid in _alive(word):
+                os.kill(pid, 9)
+        log.close()
+
+
+def test_kill_marked_ends_only_the_runs_marked_processes(tmp_path):
+    marker = "%s=run-%d" % (MARKER_VARIABLE, os.getpid())
+    marked = subprocess.Popen(["sleep", "5205"], env={MARKER_VARIABLE: marker.split("=", 1)[1]},
+                              start_new_session=True)
+    other = subprocess.Popen(["sleep", "5206"], env={MARKER_VARIABLE: "another-run"}, start_new_session=True)
+    try:
+        assert kill_marked("") == [] and kill_marked("no-variable") == [], "an empty marker would match everything"
+        assert kill_marked(marker) == [marked.pid]
+        assert marked.wait(timeout=10) == -9 and other.poll() is None
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_a_process_is_known_by_pid_and_start_time():
+    me = process_start_time(os.getpid())
+    assert me and owner_alive(os.getpid(), me)
+    assert not owner_alive(os.getpid(), me + 1), "a reused pid has another start time"
+    assert not owner_alive(999999999, me) and not owner_alive(None, None) and not owner_alive("x", "y")
+    assert start_time_of("1 (a b) S 0 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 4242 0 0") == 4242

@@ -114,33 +114,57 @@ def test_toolchain_identity_changes_when_a_compiler_is_replaced_in_place(tmp_pat
     assert state.toolchain_identity(env, run_with_timeout, find)["cc"] != first["cc"]
 
 
-def test_lock_refuses_a_second_holder_naming_the_pid(tmp_path):
-    held = state.BuildLock(str(tmp_path)).acquire()
+RECORD = {"module_pid": os.getpid(), "module_start_time": 1, "run_id": "run-1"}
+
+
+def lock(tmp_path, build="build"):
+    return state.BuildLock(str(tmp_path / build), directory=str(tmp_path / "registry"))
+
+
+def test_lock_refuses_a_second_holder_naming_the_pid_run_and_since(tmp_path):
+    held = lock(tmp_path).acquire(RECORD)
     try:
         with pytest.raises(state.StateError) as err:
-            state.BuildLock(str(tmp_path)).acquire()
-        assert "(module pid %d)" % os.getpid() in str(err.value)
-        assert err.value.details["lock_holder_pid"] == str(os.getpid())
+            lock(tmp_path).acquire(dict(RECORD, run_id="run-2"))
+        assert "module pid %d (run run-1, since " % os.getpid() in str(err.value)
+        assert err.value.details["lock_holder_pid"] == os.getpid()
+        assert lock(tmp_path, "other").acquire(RECORD).release() is None, "another build dir has its own lock"
     finally:
         held.release()
-    state.BuildLock(str(tmp_path)).acquire().release()  # free again once released
+    lock(tmp_path).acquire(RECORD).release()  # free again once released
 
 
-def test_lock_is_held_while_a_process_that_inherited_it_lives(tmp_path):
-    held = state.BuildLock(str(tmp_path)).acquire()
-    child = subprocess.Popen(["sleep", "30"], pass_fds=(held.fd,))
+def test_the_lock_lives_outside_the_build_dir_and_survives_its_removal(tmp_path):
+    """Finding 1: the lock file lived in the build dir; ``rm -rf build`` freed it under a running build."""
+    (tmp_path / "build").mkdir()
+    held = lock(tmp_path).acquire(RECORD)
     try:
-        held.release()  # the module is gone; the build still runs
-        with pytest.raises(state.StateError) as err:
-            state.BuildLock(str(tmp_path)).acquire()
-        assert "gone: processes of its build still run" not in str(err.value)  # our pid still lives here
+        assert not held.path.startswith(str(tmp_path / "build"))
+        shutil.rmtree(str(tmp_path / "build"))
+        (tmp_path / "build").mkdir()
+        with pytest.raises(state.StateError):
+            lock(tmp_path).acquire(RECORD)
+    finally:
+        held.release()
+    assert state.registry_directory(euid=0) == "/run/gpufleet-build"
+    assert state.registry_directory(euid=1000, environ={"XDG_RUNTIME_DIR": "/run/user/1000"}) == \
+        "/run/user/1000/gpufleet-build"
+
+
+def test_the_build_never_inherits_the_lock(tmp_path):
+    """Finding 3: a daemon the build left kept the inherited lock fd, and every later build was refused."""
+    held = lock(tmp_path).acquire(RECORD)
+    child = subprocess.Popen(["sleep", "30"], close_fds=False)
+    try:
+        held.release()
+        lock(tmp_path).acquire(RECORD).release()
+        assert lock(tmp_path).holder() is None, "a released lock names no holder"
     finally:
         child.kill()
         child.wait()
-    state.BuildLock(str(tmp_path)).acquire().release()
 
 
-@pytest.mark.parametrize("name", [state.LOCK_NAME, state.LOG_NAME, "status temp file"])
+@pytest.mark.parametrize("name", ["lock", state.LOG_NAME, "status temp file"])
 def test_planted_symlinks_are_never_followed(tmp_path, name):
     if name == "status temp file":  # named after the writing pid (ids must not be: xdist workers compare them)
         name = state.STATUS_NAME + ".tmp.%d" % os.getpid()
@@ -148,10 +172,12 @@ def test_planted_symlinks_are_never_followed(tmp_path, name):
     victim.write_text(u"precious")
     build = tmp_path / "build"
     build.mkdir()
-    os.symlink(str(victim), str(build / name))
+    (tmp_path / "registry").mkdir(mode=0o700)
+    target = lock(tmp_path).path if name == "lock" else str(build / name)
+    os.symlink(str(victim), target)
     try:
-        if name == state.LOCK_NAME:
-            state.BuildLock(str(build)).acquire().release()
+        if name == "lock":
+            lock(tmp_path).acquire(RECORD).release()
         elif name == state.LOG_NAME:
             state.open_log(str(build / name)).close()
         else:
@@ -187,6 +213,33 @@ def test_directories_of_other_users_are_refused(tmp_path):
     assert "is not a directory (a symlink is refused" in str(err.value)
 
 
-def test_stale_status():
-    assert "module pid 42" in state.stale_status({"state": "running", "module_pid": 42})
-    assert state.stale_status({"state": "succeeded"}) is None and state.stale_status(None) is None
+def test_stale_status_needs_a_dead_owner():
+    status = {"state": "running", "module_pid": 42, "module_start_time": 7, "run_id": "r"}
+    assert "module pid 42, run r" in state.stale_status(status, lambda pid, start: False)
+    assert "no longer runs" in state.stale_status(status, lambda pid, start: False)
+    assert state.stale_status(status, lambda pid, start: True) is None, "a live owner's status is not stale"
+    assert state.stale_status({"state": "succeeded"}, lambda pid, start: False) is None
+    assert state.stale_status(None, lambda pid, start: False) is None
+
+
+@pytest.mark.parametrize("text", ["[1]", '"x"', "42", "null"])
+def test_state_files_of_the_wrong_shape_are_absent_by_name(tmp_path, text):
+    """Finding 7: valid JSON that is not an object read as a stamp gave an AttributeError."""
+    path = tmp_path / "stamp"
+    path.write_text(text)
+    data, problem = state.read_json_object(str(path), "stamp")
+    assert data is None
+    assert (problem is None) == (text == "null")
+    if problem:
+        assert "the stamp %s is not a JSON object" % path in problem
+
+
+def test_a_fifo_in_the_tree_is_fingerprinted_without_opening_it(tmp_path):
+    """Finding 6: a FIFO in the source tree blocked the fingerprint for ever."""
+    (tmp_path / "a.c").write_text(u"int a;")
+    os.mkfifo(str(tmp_path / "pipe"))
+    revision = state.source_revision(str(tmp_path), None, None, set())  # no git: the tree walk
+    assert revision["files"] == 2
+    os.unlink(str(tmp_path / "pipe"))
+    (tmp_path / "pipe").write_text(u"")
+    assert state.source_revision(str(tmp_path), None, None, set())["revision"] != revision["revision"]

@@ -6,14 +6,20 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import os
+
 import pytest
 
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build_process import process_start_time
 from ansible_collections.gpufleet.preflight.plugins.module_utils._confinement import (
     CgroupDir,
     SystemdConfinement,
     Unavailable,
     cgroup_name,
+    owned_name,
+    parse_owner,
     parse_systemd_version,
+    remove_stale_cgroups,
     systemd_run_argv,
     v2_parent_problem,
 )
@@ -81,3 +87,25 @@ def test_a_collected_scope_stays_described_after_cleanup(tmp_path):
     described = strategy.describe()
     assert described["cgroup"]["path"] == "/system.slice/gpufleet-build-x-0a1b-812-2.scope"
     assert described["unit"] == "gpufleet-build-x-0a1b-812-2.scope"
+
+
+def test_a_cgroup_name_carries_its_owner_and_is_parsed_back():
+    """Finding 8: names from the build dir alone let one run remove another's cgroup; the owner makes it per run."""
+    base = cgroup_name("x", "/srv/a/build")
+    name = owned_name(base, 1234, 98765)
+    assert name == base + "-p1234-s98765" and parse_owner(name) == (base, 1234, 98765)
+    assert parse_owner(base) is None and parse_owner("gpufleet-build-x-p12-sx") is None
+
+
+def test_stale_cgroups_are_removed_only_when_their_owner_is_gone(tmp_path):
+    """A fixture parent: a live owner's cgroup (this test's own pid and start time) is never touched; a dead owner's
+    empty one is removed; one without an owner in its name is left."""
+    me = (os.getpid(), process_start_time(os.getpid()))
+    live = tmp_path / owned_name("gpufleet-build-a-1", me[0], me[1])
+    dead = tmp_path / owned_name("gpufleet-build-b-2", 999999999, 1)
+    unowned = tmp_path / "gpufleet-build-c-3"
+    for path in (live, dead, unowned):
+        path.mkdir()
+    notes = remove_stale_cgroups(str(tmp_path), 1, str(tmp_path), "gpufleet-build-mine-0")
+    assert live.is_dir() and unowned.is_dir() and not dead.exists()
+    assert notes == ["removed the stale cgroup %s" % dead]

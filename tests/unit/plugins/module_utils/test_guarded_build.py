@@ -8,15 +8,25 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
+import signal
 
 import pytest
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils._guarded_build import BuildError, GuardedBuild
+from ansible_collections.gpufleet.preflight.plugins.module_utils._confinement import Confinement, Unavailable
+from ansible_collections.gpufleet.preflight.plugins.module_utils._guarded_build import (
+    BuildError,
+    GuardedBuild,
+    Interrupted,
+    auto_order,
+    choose,
+    strategy_names,
+)
 from ansible_collections.gpufleet.preflight.plugins.module_utils._kernel_events import (
     kmsg_message,
     oom_lines_in_cgroup,
 )
 from ansible_collections.gpufleet.preflight.plugins.module_utils._run import find_executable, run_with_timeout, search_path
+from ansible_collections.gpufleet.preflight.plugins.module_utils._timeline import Timeline
 from ansible_collections.gpufleet.preflight.plugins.modules.guarded_build import ARGUMENT_SPEC
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "guarded_build")
@@ -92,3 +102,78 @@ def test_a_limit_above_the_node_is_refused(tmp_path):
     with pytest.raises(BuildError) as err:
         build.prepare()
     assert "memory_limit 64Gi is above the node's memory (24Gi)" in str(err.value)
+
+
+# ---------------------------------------------------------------- the confinement registry (issue 21 item 2)
+
+def test_the_modules_choices_are_the_registry():
+    assert tuple(ARGUMENT_SPEC["confinement"]["choices"]) == strategy_names()
+    assert [method.name for method in auto_order()] == ["systemd", "cgroupfs", "watchdog"]
+    assert len(set(strategy_names())) == len(strategy_names()), "every method names itself once"
+
+
+def fake_method(method_name, rank, why=None, poll=None):
+    class Fake(Confinement):
+        name = method_name
+        auto_rank = rank
+        poll_seconds = poll
+        made = []
+
+        def prepare(self):
+            Fake.made.append((self.unit, self.limit_bytes, self.find, self.run))
+            if why:
+                raise Unavailable(why)
+    return Fake
+
+
+def test_choose_with_fake_methods():
+    """auto tries the ranked methods in rank order (not list order), skips an unranked one, and says why each
+    earlier one could not; a named method that cannot run is refused naming it."""
+    late = fake_method("late", 2)
+    early = fake_method("early", 1, why="no early here")
+    manual = fake_method("manual", None)
+    methods = (late, manual, early)
+    chosen, skipped = choose("auto", "u", 1 << 30, 0, "find", "run", methods=methods)
+    assert isinstance(chosen, late) and skipped == {"early": "no early here"}
+    assert late.made == [("u", 1 << 30, "find", "run")] and manual.made == []
+    assert isinstance(choose("manual", "u", 1, 0, None, None, methods=methods)[0], manual)
+    with pytest.raises(Unavailable) as err:
+        choose("early", "u", 1, 0, None, None, methods=methods)
+    assert "confinement=early is not possible here: no early here" in str(err.value)
+    with pytest.raises(Unavailable) as err:
+        choose("auto", "u", 1, 0, None, None, methods=(early,))
+    assert "no confinement is possible here (early: no early here)" in str(err.value)
+    assert strategy_names(methods) == ("auto", "late", "manual", "early")
+
+
+def test_the_poll_interval_comes_from_the_method(tmp_path):
+    """No isinstance special case: a method with a short poll_seconds is looked at that often."""
+    watched = fake_method("fast", 1, poll=0.01)
+    build = GuardedBuild(params(cmd="sleep 0.3", chdir=str(tmp_path), jobs=1, memory_limit="1GiB",
+                                memory_per_thread="64MiB", status_interval=2), run_with_timeout, find)
+    build.prepare()
+    build.fingerprint()
+    os.mkdir(build.build_dir)
+    looks = []
+    watched.guard = lambda self, pgid: looks.append(pgid)
+    build.confinement = watched("u", 1 << 30, 0)
+    build.lock, build.started, build.status_path = None, 0, str(tmp_path / "status.json")
+    build.timeline = Timeline()
+    build.run_attempt(1, 1, None)
+    assert len(looks) >= 5, "looked %d times in 0.3 s at a 10 ms poll" % len(looks)
+
+
+def test_a_signal_burst_is_acted_on_once(tmp_path):
+    """Finding 5: the second SIGTERM of a burst raised again inside the cleanup of the first."""
+    build = GuardedBuild(params(cmd="true", chdir=str(tmp_path), jobs=1, memory_limit="1GiB",
+                                memory_per_thread="64MiB"), run_with_timeout, find)
+    previous = build._trap_signals()
+    try:
+        build._interruptible = True
+        with pytest.raises(Interrupted):
+            os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), signal.SIGTERM)  # the burst: ignored while the first is acted on
+        os.kill(os.getpid(), signal.SIGINT)
+        assert build.stop_signal == signal.SIGTERM
+    finally:
+        build._restore_signals(previous)

@@ -6,6 +6,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
+import threading
 
 import pytest
 
@@ -198,3 +199,19 @@ def test_scan_fetchcontent_takes_a_filled_base_dir(tmp_path):
     found = scan_fetchcontent(str(tmp_path / "src"), str(tmp_path / "base"))
     assert found["missing"] == [] and found["cmake_args"] == [
         "-DFETCHCONTENT_SOURCE_DIR_REPO-A=%s" % (tmp_path / "base" / "repo-a-src")]
+
+
+def test_a_fifo_named_like_a_cmake_file_is_never_opened(tmp_path):
+    """Issue 18 finding 6: a FIFO named x.cmake hung the FetchContent scan for ever (it waited for a writer)."""
+    (tmp_path / "CMakeLists.txt").write_text(u"FetchContent_Declare(cutlass GIT_REPOSITORY https://x/cutlass.git)\n")
+    os.mkfifo(str(tmp_path / "deps.cmake"))
+    scanned = {}
+    worker = threading.Thread(target=lambda: scanned.update(scan_fetchcontent(str(tmp_path))))
+    worker.daemon = True
+    worker.start()
+    worker.join(20)
+    if worker.is_alive():  # unblock the open so the test process can end
+        with open(str(tmp_path / "deps.cmake"), "w"):
+            pass
+    assert not worker.is_alive(), "the scan blocked on the FIFO"
+    assert [entry["name"] for entry in scanned["declared"]] == ["cutlass"]
