@@ -230,10 +230,11 @@ def apply(node, ready, failed, run, find, prefix=DEFAULT_PREFIX, state_dir=DEFAU
           max_length=MAX_REASON):
     """Decide and act for one node. ``run(argv) -> (rc, stdout, stderr)``; ``find(name) -> path or None``.
 
-    Returns dict(node, action, changed, message, state, reason, error): ``error`` set (and nothing changed)
-    when scontrol/sinfo are missing, slurmctld is unreachable or the node is unknown.
+    Returns dict(node, action, changed, message, state, reason, error, notice): ``error`` set (and nothing changed)
+    when scontrol/sinfo are missing, slurmctld is unreachable or the node is unknown; ``notice`` when a person should
+    read the message (something done, a drain or state left alone, an error).
     """
-    outcome = dict(node=node, action="none", changed=False, state=None, reason=None, error=None, message="")
+    outcome = dict(node=node, action="none", changed=False, state=None, reason=None, error=None, message="", notice=True)
     desired = drain_reason(prefix, failed, max_length)
     tools = {}
     for name in ("sinfo", "scontrol"):
@@ -254,7 +255,8 @@ def apply(node, ready, failed, run, find, prefix=DEFAULT_PREFIX, state_dir=DEFAU
         return outcome
     record = read_record(state_dir, node)
     decision = decide(info, ready, record, desired, prefix)
-    outcome.update(state=info["state"], reason=info["reason"], action=decision["action"], message=decision["message"])
+    outcome.update(state=info["state"], reason=info["reason"], action=decision["action"], message=decision["message"],
+                   notice=decision["action"] != "none" or is_drained(info["state"]) or bool(hands_off(info["state"])))
     if decision["action"] == "none":
         if decision["forget"] and not check_mode:
             forget_record(state_dir, node)

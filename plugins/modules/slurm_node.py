@@ -116,6 +116,11 @@ message:
   returned: always
   type: str
   sample: "node003: not ready; draining: gpufleet: build_processes: 2 build processes still running"
+notice:
+  description: Whether a person should read RV(message) - something was done, a drain or a state was left alone, or an
+    error.
+  returned: always
+  type: bool
 error:
   description: Why nothing could be done (slurmctld unreachable, sinfo/scontrol missing, node unknown), else null.
   returned: always

@@ -983,7 +983,7 @@ class SlurmCluster:
             "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none", "JobAcctGatherType=jobacct_gather/none",
             "AccountingStorageType=accounting_storage/none", "SelectType=select/cons_tres",
             "SelectTypeParameters=CR_Core", "ReturnToService=2", "MpiDefault=none", "MailProg=/bin/true",
-            "SlurmdTimeout=30", "SlurmctldTimeout=30", "MessageTimeout=5",
+            "SlurmdTimeout=10", "SlurmctldTimeout=30", "MessageTimeout=5",
         ]
         if self.interval:
             lines += ["HealthCheckProgram=%s" % self.health_check_wrapper, "HealthCheckInterval=%d" % self.interval,
