@@ -28,6 +28,7 @@ import os
 from ansible_collections.gpufleet.preflight.plugins.module_utils._human import human
 from ansible_collections.gpufleet.preflight.plugins.module_utils._process_match import (
     DEFAULT_NAMES,
+    PATTERN_TEXT_MAX,
     NameMatcher,
     basename,
     classify_process,
@@ -38,6 +39,11 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._process_match 
 )
 
 CMDLINE_MAX = 200
+# What a scan reads of one command line (issue 18 finding 15: any user can start 5,000 processes with 2 MiB argv
+# each). Its name needs argv[0] only (PATH_MAX); patterns search the first PATTERN_TEXT_MAX characters, and all
+# command lines read for patterns together stay under CMDLINE_TOTAL_MAX: with many processes each gets less.
+ARGV0_READ_MAX = 4096 + 1
+CMDLINE_TOTAL_MAX = 16 << 20
 # task flags (field 9 of stat): kernel threads are never build processes.
 PF_KTHREAD = 0x00200000
 
@@ -164,17 +170,19 @@ def filter_selection(processes, orphaned_only=False, older_than=None, uid=None):
 # reading /proc
 
 
-def _read(path, size=4096):
-    """Whole file as bytes with plain os calls (the cheapest way through thousands of pids)."""
+def _read(path, size=4096, limit=None):
+    """The file as bytes (at most ``limit`` of them) with plain os calls (the cheapest way through thousands of
+    pids)."""
     fd = os.open(path, os.O_RDONLY)
     try:
-        data = os.read(fd, size)
-        if len(data) < size:
+        data = os.read(fd, size if limit is None else min(size, limit))
+        if len(data) < size or (limit is not None and len(data) >= limit):
             return data
-        chunks = [data]
-        while data:
-            data = os.read(fd, 65536)
+        chunks, total = [data], len(data)
+        while data and (limit is None or total < limit):
+            data = os.read(fd, 65536 if limit is None else min(65536, limit - total))
             chunks.append(data)
+            total += len(data)
         return b"".join(chunks)
     finally:
         os.close(fd)
@@ -205,17 +213,19 @@ def _user_name(uid, cache):
     return cache[uid]
 
 
-def _read_argv(pid_dir):
-    return split_cmdline(_read(pid_dir + "/cmdline"))
+def _read_argv(pid_dir, limit):
+    """The command line's first ``limit`` bytes as arguments (a cut last argument is kept as read)."""
+    return split_cmdline(_read(pid_dir + "/cmdline", limit=limit))
 
 
-def _classify_at(pid_dir, stat, match_name):
-    """``(matched_by, name, argv)`` for one pid: comm first, then exe and argv[0]; argv None when not read."""
+def _classify_at(pid_dir, stat, match_name, limit=ARGV0_READ_MAX):
+    """``(matched_by, name, argv)`` for one pid: comm first, then exe and argv[0]; argv None when not read, else
+    its first ``limit`` bytes."""
     comm = stat["comm"]
     matched, name = classify_process(comm, match_name)
     if matched:
         return matched, name, None
-    argv = _read_argv(pid_dir)
+    argv = _read_argv(pid_dir, limit)
     exe_name = None
     if comm_may_be_cut(comm):
         try:
@@ -262,6 +272,10 @@ def collect_build_processes(names=None, extra_names=(), patterns=(), root="/", s
     found = []
     candidates = []  # (stat, argv, pid_dir) for the patterns
     init = None
+    # patterns read more of each command line than a name needs, within the scan's total
+    argv_limit = ARGV0_READ_MAX
+    if regexes:
+        argv_limit = max(ARGV0_READ_MAX, min(PATTERN_TEXT_MAX + 1, CMDLINE_TOTAL_MAX // max(1, len(pids))))
     for pid_text in pids:
         pid_dir = proc_dir + "/" + pid_text
         try:
@@ -274,7 +288,7 @@ def collect_build_processes(names=None, extra_names=(), patterns=(), root="/", s
         if stat["pid"] == 1:
             init = dict(stat, build_tool=classify_process(stat["comm"], _DEFAULT_MATCH)[0] is not None)
         try:
-            matched, name, argv = _classify_at(pid_dir, stat, match_name)
+            matched, name, argv = _classify_at(pid_dir, stat, match_name, argv_limit)
         except OSError:
             continue  # gone since
         if stat["pid"] == 1 and matched == "name":
@@ -283,10 +297,15 @@ def collect_build_processes(names=None, extra_names=(), patterns=(), root="/", s
             found.append((stat, argv, matched, name, pid_dir))
         elif regexes:
             try:
-                candidates.append((stat, argv if argv is not None else _read_argv(pid_dir), pid_dir))
+                candidates.append((stat, argv if argv is not None else _read_argv(pid_dir, argv_limit), pid_dir))
             except OSError:
                 continue
     candidates = [item for item in candidates if item[1]]
+    if regexes and argv_limit <= PATTERN_TEXT_MAX:
+        cut = sum(1 for item in candidates if len(item[1]) + sum(len(arg) for arg in item[1]) >= argv_limit)
+        if cut:
+            errors.append("%s: %d command lines were searched on their first %d bytes only (%d processes share the "
+                          "%d bytes a scan reads)" % (patterns_option, cut, argv_limit, len(pids), CMDLINE_TOTAL_MAX))
     hits = search_patterns(regexes, [" ".join(argv) for _stat, argv, _dir in candidates], patterns_option)
     found.extend((stat, argv, "pattern", stat["comm"], pid_dir)
                  for number, (stat, argv, pid_dir) in enumerate(candidates) if number in hits)
@@ -299,7 +318,7 @@ def collect_build_processes(names=None, extra_names=(), patterns=(), root="/", s
             continue
         try:
             if argv is None:
-                argv = _read_argv(pid_dir)
+                argv = _read_argv(pid_dir, ARGV0_READ_MAX)  # a name match: the short command line is all it shows
             uid = parse_status_uid(_read(pid_dir + "/status").decode("utf-8", "replace"))
         except OSError:
             continue  # gone since

@@ -227,3 +227,50 @@ def test_short_cmdline(argv, limit, line):
 def test_summarize_counts_by_name():
     facts = summarize([{"name": "ninja", "rss_bytes": 1024}, {"name": "ninja", "rss_bytes": None}], ["ninja"], [], 9)
     assert (facts["count"], facts["by_name"], facts["total_rss_bytes"], facts["scanned"]) == (2, {"ninja": 2}, 1024, 9)
+
+
+def long_argv_tree(tmp_path, count, argv_bytes):
+    """``count`` plain processes (python3) whose command lines are ``argv_bytes`` long, and one ninja."""
+    (tmp_path / "proc").mkdir(parents=True)
+    (tmp_path / "proc" / "uptime").write_text("100.0 100.0\n")
+    for pid in range(100, 100 + count + 1):
+        proc_dir = tmp_path / "proc" / str(pid)
+        proc_dir.mkdir()
+        comm = "ninja" if pid == 100 + count else "python3"
+        (proc_dir / "stat").write_text("%d (%s) S 1 %d %d" % (pid, comm, pid, pid) + STAT_TAIL)
+        (proc_dir / "status").write_text("Uid:\t0\t0\t0\t0\n")
+        (proc_dir / "cmdline").write_bytes(b"/usr/bin/python3\0" + b"x" * argv_bytes + b"\0needle\0")
+    return str(tmp_path)
+
+
+def test_long_command_lines_are_read_bounded(tmp_path):
+    """Issue 18 finding 15: every process's whole command line was read (5,000 x 100 KB: 1.5 GiB). Per process
+    only what a name or a pattern needs is read, and all of them together stay under CMDLINE_TOTAL_MAX."""
+    import tracemalloc  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpufleet.preflight.plugins.module_utils import _processes  # pylint: disable=import-outside-toplevel
+    root = long_argv_tree(tmp_path, 40, 2 * 1024 * 1024)   # 40 command lines of 2 MiB (the kernel's most)
+    tracemalloc.start()
+    try:
+        facts = scan(root=root)
+        by_name_peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.reset_peak()
+        with_patterns = scan(root=root, patterns=["needle"])
+        patterns_peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert facts["count"] == 1 and facts["processes"][0]["name"] == "ninja"
+    assert by_name_peak < 2 * 1024 * 1024, "a scan by name read %d bytes" % by_name_peak
+    assert patterns_peak < 40 * (_processes.PATTERN_TEXT_MAX + 1) * 4 + 4 * 1024 * 1024, patterns_peak
+    # "needle" sits past the first PATTERN_TEXT_MAX characters, all a pattern searches (as documented)
+    assert with_patterns["count"] == 1 and not with_patterns["errors"]
+
+
+def test_many_processes_share_the_total(tmp_path, monkeypatch):
+    from ansible_collections.gpufleet.preflight.plugins.module_utils import _processes  # pylint: disable=import-outside-toplevel
+    monkeypatch.setattr(_processes, "CMDLINE_TOTAL_MAX", 64 * 1024)
+    root = long_argv_tree(tmp_path, 30, 8000)
+    facts = scan(root=root, patterns=["needle"])
+    # 31 processes share 64 KiB: each is searched on its first 4097 bytes (argv[0] is never cut)
+    assert facts["count"] == 1 and "first 4097 bytes only (31 processes share the 65536 bytes" in facts["errors"][0]
+    root_short = long_argv_tree(tmp_path / "short", 3, 100)
+    assert scan(root=root_short, patterns=["needle"])["count"] == 4 and not scan(root=root_short, patterns=["needle"])["errors"]
