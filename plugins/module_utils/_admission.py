@@ -118,27 +118,37 @@ def record(peaks, key, peak_bytes, seconds, killed, now):
     return peaks
 
 
+UNLIMITED = 1 << 60
+
+
 def cgroup_limit(proc_self_cgroup="/proc/self/cgroup", cgroup_root="/sys/fs/cgroup"):
-    """The smallest memory.max on the path of this process's cgroup (v2), or None when unlimited / unknown."""
+    """The smallest memory limit on the path of this process's memory cgroup - v2 ``memory.max`` or v1
+    ``memory.limit_in_bytes`` - or None when unlimited / unknown."""
     try:
         with open(proc_self_cgroup) as handle:
             lines = handle.read().splitlines()
     except (IOError, OSError):
         return None
-    rel = next((line.split(":", 2)[2] for line in lines if line.startswith("0::")), None)
-    if rel is None:
-        return None
     limits = []
-    parts = [p for p in rel.split("/") if p]
-    for depth in range(len(parts), -1, -1):
-        path = os.path.join(cgroup_root, *parts[:depth]) if depth else cgroup_root
-        try:
-            with open(os.path.join(path, "memory.max")) as handle:
-                value = handle.read().strip()
-        except (IOError, OSError):
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) != 3:
             continue
-        if value.isdigit():
-            limits.append(int(value))
+        if parts[0] == "0" and parts[1] == "":
+            base, name = cgroup_root, "memory.max"
+        elif "memory" in parts[1].split(","):
+            base, name = os.path.join(cgroup_root, "memory"), "memory.limit_in_bytes"
+        else:
+            continue
+        rel = [p for p in parts[2].split("/") if p]
+        for depth in range(len(rel), -1, -1):
+            try:
+                with open(os.path.join(base, *(rel[:depth] + [name]))) as handle:
+                    value = handle.read().strip()
+            except (IOError, OSError):
+                continue
+            if value.isdigit() and int(value) < UNLIMITED:
+                limits.append(int(value))
     return min(limits) if limits else None
 
 

@@ -55,3 +55,41 @@ def test_collect_cuda_libraries(tmp_path, files, missing, sources):
 ])
 def test_cuda_versions_match(torch_cuda, nvcc_cuda, expected):
     assert cuda_versions_match(torch_cuda, nvcc_cuda) == expected
+
+
+LINK_STUB = ["venv/lib/gpufleet-cuda-stub/libcuda.so"]
+
+
+def _tree(tmp_path, files):
+    for rel in files:
+        path = tmp_path / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("")
+    python = str(tmp_path / "venv" / "bin" / "python") if any(f.startswith("venv/") for f in files) else None
+    return collect_cuda_libraries(str(tmp_path / "cuda" / "bin" / "nvcc"), python, root=str(tmp_path))
+
+
+def test_cmake_args_for_torch_libraries_and_link_stub(tmp_path):
+    """What the toolchain check accepts (torch's nvidia/cu13, build_deps' link stub) is what CMake gets (issue 17)."""
+    found = _tree(tmp_path, BARE_TOOLKIT + TORCH_CU13 + LINK_STUB)
+    assert found["missing"] == [] and found["driver"]["source"] == "link-stub"
+    lib = str(tmp_path / "venv/lib/python3.11/site-packages/nvidia/cu13/lib")
+    include = str(tmp_path / "venv/lib/python3.11/site-packages/nvidia/cu13/include")
+    assert found["cmake_args"] == [
+        "-DCUDA_nvrtc_LIBRARY=%s/libnvrtc.so.13" % lib, "-DCUDA_NVRTC_LIB=%s/libnvrtc.so.13" % lib,
+        "-DCUDA_cublas_LIBRARY=%s/libcublas.so.13" % lib, "-DCUDA_cublasLt_LIBRARY=%s/libcublasLt.so.13" % lib,
+        "-DCMAKE_CUDA_FLAGS=-I" + include, "-DCMAKE_CXX_FLAGS=-I" + include,
+        "-DCUDA_cuda_driver_LIBRARY=" + str(tmp_path / "venv/lib/gpufleet-cuda-stub/libcuda.so")]
+
+
+@pytest.mark.parametrize("files, expected", [
+    # everything where CMake looks by itself: nothing to pass
+    (FULL_TOOLKIT[:-1] + ["usr/lib/x86_64-linux-gnu/libcuda.so"], []),
+    # the toolkit's stub is outside CMake's search: named
+    (FULL_TOOLKIT, ["-DCUDA_cuda_driver_LIBRARY={root}/cuda/lib64/stubs/libcuda.so"]),
+    # the driver's libcuda.so.1 alone: find_library does not take it
+    (FULL_TOOLKIT[:-1] + DRIVER, ["-DCUDA_cuda_driver_LIBRARY={root}/usr/lib/x86_64-linux-gnu/libcuda.so.1"]),
+    (BARE_TOOLKIT, []),
+], ids=["all-found-by-cmake", "toolkit-stub", "driver-so1-only", "nothing-found"])
+def test_cmake_args_only_what_cmake_does_not_find(tmp_path, files, expected):
+    assert _tree(tmp_path, files)["cmake_args"] == [arg.format(root=str(tmp_path)) for arg in expected]

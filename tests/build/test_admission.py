@@ -1,0 +1,163 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Memory admitted per compile (plugins/module_utils/_admission.py, issue 17 item 2) with real processes and a real
+memory cgroup: the stand-in tests/projects/standin_mixed_memory (two heavy sources first, ten light ones), built by
+guarded_build under a cap the two heavy ones together exceed.
+
+- at a fixed -j the two heavy compiles overlap and the cgroup OOM-kills one (guarded_build backs off);
+- with the admission launcher before the compiler and the peaks it learned from a build it has seen, the same -j
+  finishes with no OOM kill: the heavy compiles never overlap while the light ones run beside them;
+- the launcher reads the cgroup's own limit as its budget and a ledger entry of a dead launcher is reclaimed.
+Measured (makespan, OOM kills): bench/admission.py, docs/benchmarks.md."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+from conftest import PROJECTS, REPO, own_memory_cgroup, run_module
+
+ADMISSION = os.path.join(REPO, "plugins", "module_utils", "_admission.py")
+MIXED = os.path.join(PROJECTS, "standin_mixed_memory")
+HOGCC = os.path.join(MIXED, "hogcc.py")
+MIB = 1024 ** 2
+
+
+def configure_mix(build, config=None):
+    """cmake -G Ninja of the stand-in with hogcc.py as the compiler wrapper, after the admission launcher if a config
+    is given."""
+    launcher = [sys.executable, HOGCC]
+    if config:
+        launcher = [sys.executable, ADMISSION, "--config=" + config] + launcher
+    proc = subprocess.run(["cmake", "-S", MIXED, "-B", build, "-G", "Ninja", "-DCMAKE_C_COMPILER_LAUNCHER=" + ";".join(launcher)],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+
+
+def admission_config(directory, peaks_path, default_mib=100, reserve_mib=16):
+    config = os.path.join(directory, "admission.json")
+    with open(config, "w") as handle:
+        json.dump({"state_dir": os.path.join(directory, "admission"), "peaks_path": peaks_path, "root": MIXED,
+                   "reserve_bytes": reserve_mib * MIB, "default_bytes": default_mib * MIB, "poll_seconds": 0.2}, handle)
+    return config
+
+
+def build_mix(build, name, jobs, limit_mib, max_attempts=4):
+    """guarded_build of the configured stand-in in a memory cgroup of limit_mib, at jobs."""
+    return run_module({"argv": ["cmake", "--build", build], "chdir": build, "build_dir": os.path.join(build, "guarded"),
+                       "name": name, "jobs": jobs, "memory_limit": "%dMiB" % limit_mib, "memory_per_thread": "32MiB",
+                       "reserve": "0", "max_attempts": max_attempts, "force": True})
+
+
+def oom_kills(result):
+    return sum(attempt.get("oom_kills") or 0 for attempt in result.get("attempts") or [])
+
+
+def learned_peaks(tmp_path):
+    """peaks.json as the launcher learns it: one build of the stand-in at -j1 under admission."""
+    peaks = str(tmp_path / "peaks.json")
+    build = str(tmp_path / "learn")
+    configure_mix(build, admission_config(str(tmp_path), peaks))
+    result = build_mix(build, "admit-learn", 1, 900)
+    assert not result["failed"], result["_output"][-3000:]
+    with open(peaks) as handle:
+        return peaks, json.load(handle)
+
+
+def test_learns_each_source_peak_from_its_compiler(tmp_path):
+    dummy, peaks = learned_peaks(tmp_path)
+    assert sorted(peaks) == sorted("src/" + name for name in os.listdir(os.path.join(MIXED, "src")))
+    heavy = peaks["src/a_heavy_1.c"]["peak_bytes"]
+    light = peaks["src/b_light_01.c"]["peak_bytes"]
+    # hogcc holds 300 / 40 MiB (+ the interpreter); the compiler's own peak is small beside them
+    assert 300 * MIB <= heavy < 400 * MIB, heavy
+    assert 40 * MIB <= light < 120 * MIB, light
+    assert peaks["src/a_heavy_1.c"]["seconds"] >= 3
+
+
+def test_fixed_jobs_oom_while_admission_fits(tmp_path):
+    peaks, dummy = learned_peaks(tmp_path)
+    # 500 MiB: one heavy (300) + light ones fit, two heavy ones (600) do not
+    fixed = str(tmp_path / "fixed")
+    configure_mix(fixed)
+    result = build_mix(fixed, "admit-fixed", 4, 500)
+    assert oom_kills(result) >= 1, result["_output"][-3000:]
+    assert result["attempts"][0]["oom"], result["attempts"]
+
+    admitted = str(tmp_path / "admitted")
+    config = admission_config(str(tmp_path), peaks)
+    configure_mix(admitted, config)
+    result = build_mix(admitted, "admit-mixed", 4, 500, max_attempts=1)
+    assert not result["failed"], result["_output"][-3000:]
+    assert oom_kills(result) == 0 and len(result["attempts"]) == 1, result["attempts"]
+    # the ledger is empty afterwards: every launcher left it
+    with open(os.path.join(str(tmp_path), "admission", "ledger.json")) as handle:
+        assert json.load(handle) == {}
+
+
+def test_launcher_reads_its_cgroup_limit_and_reclaims_dead_entries(tmp_path):
+    base = own_memory_cgroup()
+    group = os.path.join(base, "gpufleet-admit-test-%d" % os.getpid())
+    os.mkdir(group)
+    try:
+        with open(os.path.join(group, "memory.limit_in_bytes"), "w") as handle:
+            handle.write(str(256 * MIB))
+        state = tmp_path / "state"
+        state.mkdir()
+        # a launcher that died without leaving (SIGKILL) holds 200 MiB in the ledger
+        dead = subprocess.Popen(["true"])
+        dead.wait()
+        with open(str(state / "ledger.json"), "w") as handle:
+            json.dump({str(dead.pid): {"state": "running", "bytes": 200 * MIB, "source": "x.c", "since": time.time()}}, handle)
+        config = tmp_path / "config.json"
+        config.write_text(json.dumps({"state_dir": str(state), "peaks_path": str(tmp_path / "peaks.json"),
+                                      "reserve_bytes": 0, "default_bytes": 100 * MIB}))
+        source = tmp_path / "one.c"
+        source.write_text("int one(void) { return 1; }\n")
+        probe = ("import sys; sys.path.insert(0, %r); import _admission as a; "
+                 "print(a.budget({'reserve_bytes': 0}, a.cgroup_limit(), a.mem_available()))" % os.path.dirname(ADMISSION))
+
+        def in_group():
+            with open(os.path.join(group, "cgroup.procs"), "w") as procs:
+                procs.write(str(os.getpid()))
+        out = subprocess.check_output([sys.executable, "-c", probe], preexec_fn=in_group, universal_newlines=True)
+        assert int(out) == 256 * MIB
+        started = time.time()
+        proc = subprocess.run([sys.executable, ADMISSION, "--config=" + str(config), "--", "cc", "-c", str(source), "-o",
+                               str(tmp_path / "one.o")], preexec_fn=in_group, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, universal_newlines=True, timeout=60, check=False)
+        assert proc.returncode == 0, proc.stdout
+        assert time.time() - started < 30 and "waits" not in proc.stdout, proc.stdout
+        assert os.path.exists(str(tmp_path / "one.o"))
+        with open(str(state / "ledger.json")) as handle:
+            assert json.load(handle) == {}
+    finally:
+        for _ in range(50):
+            try:
+                os.rmdir(group)
+                break
+            except OSError:
+                time.sleep(0.1)
+    assert not os.path.exists(group)
+
+
+def test_compiler_exit_status_passes_through(tmp_path):
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"state_dir": str(tmp_path / "s"), "peaks_path": str(tmp_path / "p.json"), "budget_bytes": "1GiB"}))
+    source = tmp_path / "bad.c"
+    source.write_text("int broken( {\n")
+    proc = subprocess.run([sys.executable, ADMISSION, "--config=" + str(config), "cc", "-c", str(source), "-o", str(tmp_path / "bad.o")],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=60, check=False)
+    assert proc.returncode == 1 and "error" in proc.stdout
+    # a command without a source (a version query) runs as it is, outside the ledger
+    out = subprocess.check_output([sys.executable, ADMISSION, "--config=" + str(config), "cc", "--version"], universal_newlines=True)
+    assert out.startswith("cc") or "gcc" in out or "clang" in out
+    with open(str(tmp_path / "s" / "ledger.json")) as handle:
+        assert json.load(handle) == {}
+    assert shutil.which("cc")

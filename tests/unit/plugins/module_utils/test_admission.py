@@ -1,0 +1,107 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The pure side of memory admission per compile (issue 17 item 2); the launcher itself runs with real processes and a
+real cgroup in tests/build/test_admission.py."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import pytest
+
+from ansible_collections.gpufleet.preflight.plugins.module_utils import _admission as admission
+
+GIB = 1024 ** 3
+
+
+@pytest.mark.parametrize("argv, source", [
+    (["-x", "cu", "-c", "/t/csrc/gemm/fp8_gemm_kernel.cu", "-o", "x.o"], "/t/csrc/gemm/fp8_gemm_kernel.cu"),
+    (["-DA", "-o", "x.o", "-c", "b.cpp"], "b.cpp"),
+    (["-o", "libx.so", "a.o", "b.o"], None),
+    (["--version"], None),
+    (["-MD", "-MF", "x.d", "y.cc"], "y.cc"),
+])
+def test_source_of(argv, source):
+    assert admission.source_of(argv) == source
+
+
+def test_source_key_relative_to_root_else_absolute():
+    assert admission.source_key("/t/sgl-kernel/csrc/a.cu", "/t/sgl-kernel") == "csrc/a.cu"
+    assert admission.source_key("csrc/a.cu", "/t/sgl-kernel", cwd="/t/sgl-kernel") == "csrc/a.cu"
+    assert admission.source_key("/off/mscclpp/x.cc", "/t/sgl-kernel") == "/off/mscclpp/x.cc"
+    assert admission.source_key("/t/sgl-kernel-2/a.cu", "/t/sgl-kernel") == "/t/sgl-kernel-2/a.cu"
+    assert admission.source_key(None, "/t") is None
+
+
+def test_expected_bytes_learned_or_default():
+    peaks = {"csrc/fp8.cu": {"peak_bytes": 15 * GIB}}
+    assert admission.expected_bytes(peaks, "csrc/fp8.cu", 5 * GIB, 1.1) == (int(15 * GIB * 1.1), True)
+    assert admission.expected_bytes(peaks, "csrc/new.cu", 5 * GIB, 1.1) == (5 * GIB, False)
+
+
+def entry(state, gib, since):
+    return {"state": state, "bytes": int(gib * GIB), "since": since}
+
+
+def test_decide_fits_beside_running_ones():
+    ledger = {"1": entry("running", 2.8, 1), "2": entry("running", 2.8, 2), "3": entry("waiting", 2.8, 3)}
+    assert admission.decide(ledger, 3, 15 * GIB)
+    ledger["4"] = entry("waiting", 15, 4)
+    assert not admission.decide(ledger, 4, 15.5 * GIB)       # 15 beside 8.4 does not fit: waits
+    assert admission.decide({"4": entry("waiting", 17, 4)}, 4, 15.5 * GIB)   # alone it always runs
+
+
+def test_decide_first_come_first_served():
+    # a heavy source waiting is not overtaken by a light one that would fit: it would starve
+    ledger = {"1": entry("running", 2.8, 1), "2": entry("waiting", 14, 2), "3": entry("waiting", 1, 3)}
+    assert not admission.decide(ledger, 3, 15.5 * GIB)
+    assert not admission.decide(ledger, 2, 15.5 * GIB)
+    del ledger["1"]
+    assert admission.decide(ledger, 2, 15.5 * GIB)
+
+
+def test_reclaim_drops_dead_launchers():
+    ledger = {"10": entry("running", 1, 1), "11": entry("waiting", 1, 2)}
+    assert admission.reclaim(ledger, lambda pid: pid == 11) == {"11": entry("waiting", 1, 2)}
+
+
+def test_record_last_wins_killed_keeps_larger():
+    peaks = admission.record({}, "a.cu", 3 * GIB, 60, False, 100)
+    assert peaks["a.cu"]["peak_bytes"] == 3 * GIB and peaks["a.cu"]["runs"] == 1
+    peaks = admission.record(peaks, "a.cu", 2 * GIB, 50, False, 200)
+    assert peaks["a.cu"]["peak_bytes"] == 2 * GIB and peaks["a.cu"]["runs"] == 2
+    peaks = admission.record(peaks, "a.cu", 1 * GIB, 5, True, 300)      # killed early: keeps what was known
+    assert peaks["a.cu"]["peak_bytes"] == 2 * GIB and peaks["a.cu"]["killed"]
+    assert admission.record(peaks, None, GIB, 1, False, 1) == peaks
+
+
+def test_budget_smaller_of_config_and_cgroup_less_reserve():
+    assert admission.budget({"budget_bytes": 16 * GIB, "reserve_bytes": GIB // 2}, 12 * GIB, 20 * GIB) == 12 * GIB - GIB // 2
+    assert admission.budget({"budget_bytes": None, "reserve_bytes": 0}, None, 20 * GIB) == 20 * GIB
+
+
+@pytest.mark.parametrize("value, expected", [("16GiB", 16 * GIB), ("512M", 512 * 1024 ** 2), (3, 3), ("", None),
+                                             ("1.5GiB", int(1.5 * GIB)), ("100", 100)])
+def test_to_bytes(value, expected):
+    assert admission.to_bytes(value) == expected
+
+
+def test_to_bytes_refuses_nonsense():
+    with pytest.raises(ValueError):
+        admission.to_bytes("lots")
+
+
+def test_cgroup_limit_v1_and_v2(tmp_path):
+    (tmp_path / "memory" / "build").mkdir(parents=True)
+    (tmp_path / "memory" / "build" / "memory.limit_in_bytes").write_text(str(4 * GIB))
+    (tmp_path / "memory" / "memory.limit_in_bytes").write_text("9223372036854771712")   # unlimited
+    (tmp_path / "v2" / "b").mkdir(parents=True)
+    (tmp_path / "v2" / "b" / "memory.max").write_text(str(3 * GIB))
+    (tmp_path / "v2" / "memory.max").write_text("max")
+    v1 = tmp_path / "v1.cgroup"
+    v1.write_text("4:memory:/build\n0::/\n")
+    assert admission.cgroup_limit(str(v1), str(tmp_path)) == 4 * GIB
+    v2 = tmp_path / "v2.cgroup"
+    v2.write_text("0::/b\n")
+    assert admission.cgroup_limit(str(v2), str(tmp_path / "v2")) == 3 * GIB
+    assert admission.cgroup_limit(str(tmp_path / "none"), str(tmp_path)) is None
