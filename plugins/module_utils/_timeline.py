@@ -10,6 +10,12 @@ never lost) and from then on every ``stride`` new samples are merged before they
 therefore always spans the whole build at an even resolution that halves each time it fills up: 6 hours at a
 2 s interval in 240 samples is one sample per 90 to 180 s, about 10 KiB of JSON.
 
+Each sample is the interval's MAXIMUM, not a reading at its end (issue 20 item 4): readings taken between samples
+(``observe``) count, and so does the confinement's own peak counter (cgroup ``memory.peak`` /
+``memory.max_usage_in_bytes``, passed as ``peak``) - a rise of that counter since the last sample is a maximum
+reached in this interval, so the drawn line reaches the peak the attempt recorded. ``close_attempt`` adds the
+attempt's final peak when no sample holds it yet (a peak in the last interval before the attempt ended).
+
 ``current_step`` reads what ninja is doing now from the log's tail (the view tells compiling from linking).
 """
 
@@ -63,9 +69,24 @@ class Timeline(object):
         self.stride = 1
         self._pending = None
         self._pending_count = 0
+        self._observed = 0       # the largest reading since the last sample
+        self._counter = {}       # attempt -> the peak counter at its last sample
 
-    def add(self, seconds, memory_bytes, jobs, attempt):
-        new = sample(seconds, memory_bytes, jobs, attempt)
+    def observe(self, memory_bytes):
+        """A reading between samples (e.g. the watchdog's every 50 ms): the next sample is at least this."""
+        self._observed = max(self._observed, int(memory_bytes or 0))
+
+    def add(self, seconds, memory_bytes, jobs, attempt, peak=None):
+        """One sample: the most of ``memory_bytes``, the readings observed since the last sample, and ``peak`` (the
+        confinement's peak counter for this attempt) when that rose since this attempt's last sample."""
+        memory = max(int(memory_bytes or 0), self._observed)
+        self._observed = 0
+        if peak is not None:
+            peak = int(peak)
+            if peak > self._counter.get(attempt, 0):  # a new high of this attempt: reached in this interval
+                memory = max(memory, peak)
+                self._counter[attempt] = peak
+        new = sample(seconds, memory, jobs, attempt)
         if self._pending is not None and self._pending[ATTEMPT] != new[ATTEMPT]:
             self._keep()
         if self._pending is None:
@@ -92,6 +113,26 @@ class Timeline(object):
 
     def peak(self):
         return max([s[MEMORY] for s in self.to_list()] or [0])
+
+    def samples_of(self, attempt):
+        return [s for s in self.to_list() if s[ATTEMPT] == attempt]
+
+    def close_attempt(self, seconds, jobs, attempt, peak):
+        """The attempt ended with ``peak`` recorded (its cgroup's memory.peak): a last sample holds it unless one
+        already does, so the chart of this attempt reaches the peak its row says."""
+        if peak is None:
+            return
+        mine = self.samples_of(attempt)
+        if not mine or max(s[MEMORY] for s in mine) < int(peak):
+            self._observed = 0
+            self._counter[attempt] = int(peak)
+            self._flush_and_add(sample(seconds, peak, jobs, attempt))
+
+    def _flush_and_add(self, new):
+        if self._pending is not None:
+            self._keep()
+        self._pending, self._pending_count = new, 1
+        self._keep()
 
 
 def current_step(text):

@@ -80,3 +80,39 @@ def test_capacity_is_checked():
 ])
 def test_current_step(text, expected):
     assert current_step(text) == expected
+
+
+# ---------------------------------------------------------------- issue 20 item 4: each interval's maximum
+
+def test_a_sample_is_the_intervals_maximum_not_a_reading():
+    """build.html drew 376 MiB under a 400 MiB budget while its table said peak 400 MiB: the readings at each
+    status write missed the peak between them. Readings observed in between and the cgroup's peak counter count."""
+    timeline = Timeline()
+    timeline.add(0.0, 10 * MIB, 4, 1, peak=10 * MIB)
+    timeline.observe(395 * MIB)             # the watchdog's 50 ms reading saw it
+    timeline.add(2.0, 376 * MIB, 4, 1, peak=380 * MIB)
+    timeline.add(4.0, 200 * MIB, 4, 1, peak=400 * MIB)   # the counter rose: 400 MiB was reached in this interval
+    timeline.add(6.0, 150 * MIB, 4, 1, peak=400 * MIB)   # it did not: the reading is the interval's best
+    assert [s[1] for s in timeline.to_list()] == [10 * MIB, 395 * MIB, 400 * MIB, 150 * MIB]
+    assert timeline.peak() == 400 * MIB
+
+
+def test_each_attempt_has_its_own_peak_counter():
+    timeline = Timeline()
+    timeline.add(0.0, 100 * MIB, 4, 1, peak=400 * MIB)
+    timeline.add(6.0, 5 * MIB, 2, 2, peak=5 * MIB)       # a new cgroup: its counter starts again
+    timeline.add(8.0, 200 * MIB, 2, 2, peak=245 * MIB)
+    assert [s[1] for s in timeline.to_list()] == [400 * MIB, 5 * MIB, 245 * MIB]
+
+
+def test_close_attempt_adds_a_peak_reached_after_the_last_sample():
+    timeline = Timeline()
+    timeline.add(0.0, 10 * MIB, 4, 1)
+    timeline.add(2.0, 300 * MIB, 4, 1)
+    timeline.close_attempt(3.1, 4, 1, 400 * MIB)         # the OOM kill came between two samples
+    assert timeline.to_list()[-1] == [3.1, 400 * MIB, 4, 1] and timeline.peak() == 400 * MIB
+    timeline.close_attempt(3.2, 4, 1, 400 * MIB)         # already held: nothing added
+    timeline.close_attempt(3.3, 4, 1, None)
+    assert len(timeline.to_list()) == 3
+    timeline.add(4.0, 5 * MIB, 2, 2)
+    assert [s[3] for s in timeline.to_list()] == [1, 1, 1, 2]
