@@ -14,7 +14,6 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible_collections.gpufleet.preflight.plugins.module_utils import _policy
 from ansible_collections.gpufleet.preflight.plugins.module_utils import _readiness_options
-from ansible_collections.gpufleet.preflight.plugins.module_utils._gpu_build_checks import CHECKS as PROFILE_CHECKS
 
 NODE_FACTS = "gpufleet.preflight.node_facts"
 
@@ -87,7 +86,7 @@ class ActionModule(ActionBase):
                 gathered["msg"] = node_failure_message(gathered)
                 return gathered
             facts = dict((key[len("gpufleet_"):], value) for key, value in (gathered.get("ansible_facts") or {}).items())
-            checks = _policy.evaluate(facts, policy, PROFILE_CHECKS)
+            checks = _policy.evaluate(facts, policy)
             ready, message = _policy.verdict(checks)
             remaining = deadline - time.monotonic()
             if ready or remaining <= 0:

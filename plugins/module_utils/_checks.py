@@ -1,11 +1,12 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet.preflight contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The shape of one readiness check, shared by every check function on the controller.
+"""The shape of one readiness check, shared by every check function (controller and node-local health check).
 
 A check function takes ``(facts, policy)`` -- ``facts`` is the dict of gathered subsets keyed
-without the ``gpufleet_`` prefix (``facts['memory']``), ``policy`` the validated options -- and
-returns ``result(...)``, ``unknown(...)`` or ``None`` (not applicable under this policy).
+without the ``gpufleet_`` prefix (``facts['memory']``), ``policy`` the validated options, read through
+:func:`option` -- and returns ``result(...)``, ``unknown(...)``, ``skipped(...)`` or ``None`` (not applicable under
+this policy). Every check is registered once, in ``_policy.CHECKS``.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -13,6 +14,8 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import re
+
+from ansible_collections.gpufleet.preflight.plugins.module_utils import _readiness_options
 
 # Characters no report may carry raw: C0 controls but tab and newline (ESC colours a terminal, BEL rings,
 # CR overwrites a line), DEL, C1 controls, lone surrogates and the two non-characters XML 1.0 forbids.
@@ -30,6 +33,27 @@ def printable(text):
     A process may be named anything; its name must not colour the console or make the JUnit XML unparseable.
     """
     return _UNPRINTABLE.sub(_escape, text)
+
+
+def option(policy, key):
+    """The policy's value of one option, or its one declared default (a partial policy is fine for tests and callers).
+
+    The only way a check reads an option, so ``_policy.CHECKS`` can say (and a test verify) which options each reads.
+    """
+    policy = policy or {}
+    return policy[key] if key in policy else _readiness_options.default(key)
+
+
+def describe_age(seconds):
+    """``7380`` -> ``2h 03m``; short ages in seconds or minutes."""
+    seconds = int(seconds or 0)
+    if seconds < 60:
+        return "%ds" % seconds
+    if seconds < 3600:
+        return "%dm %02ds" % (seconds // 60, seconds % 60)
+    if seconds < 86400:
+        return "%dh %02dm" % (seconds // 3600, seconds % 3600 // 60)
+    return "%dd %02dh" % (seconds // 86400, seconds % 86400 // 3600)
 
 
 def result(name, ok, observed, expected, message, profile="common"):

@@ -17,3 +17,10 @@ FATAL_XIDS = frozenset((48, 56, 57, 58, 62, 63, 64, 65, 68, 69, 73, 74, 79, 80, 
 
 # The name every guarded_build cgroup starts with: an OOM kill inside one is that build's backoff, not the node's.
 GUARDED_BUILD_CGROUP_PREFIX = "gpufleet-build-"
+
+# The longest a node waits on nvidia-smi: beyond that the driver is wedged, whatever the option says.
+MAX_GPU_TIMEOUT = 600.0
+# The oldest kernel log worth reading: a year.
+MAX_KERNEL_EVENTS_WINDOW = 366 * 86400.0
+# Bounded waits: a day is longer than any node takes to settle; 1e99 s would hold the play for ever.
+MAX_WAIT_SECONDS = 86400

@@ -16,10 +16,8 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._constants impo
 from ansible_collections.gpufleet.preflight.plugins.module_utils._human import human, parse_size
 from ansible_collections.gpufleet.preflight.plugins.module_utils._paths import is_within
 from ansible_collections.gpufleet.preflight.plugins.module_utils._versions import split_arch, supports, version_at_least, version_tuple
-from ansible_collections.gpufleet.preflight.plugins.module_utils import _readiness_options
-from ansible_collections.gpufleet.preflight.plugins.module_utils._checks import result, skipped, unknown
-from ansible_collections.gpufleet.preflight.plugins.module_utils._policy import describe_age
-from ansible_collections.gpufleet.preflight.plugins.module_utils._toolkit_checks import TOOLKIT_CHECKS
+from ansible_collections.gpufleet.preflight.plugins.module_utils._checks import describe_age, result, skipped, unknown
+from ansible_collections.gpufleet.preflight.plugins.module_utils._checks import option as _option
 
 # Oldest Linux driver each CUDA toolkit release needs (CUDA toolkit release notes, table 3): the code nvcc builds
 # here must run on this node's driver.
@@ -27,12 +25,6 @@ DRIVER_FOR_CUDA = (
     ("13.0", "580.65.06"), ("12.9", "575.51.03"), ("12.8", "570.26"), ("12.6", "560.28.03"), ("12.5", "555.42.02"),
     ("12.4", "550.54.14"), ("12.3", "545.23.06"), ("12.2", "535.54.03"), ("12.1", "530.30.02"), ("12.0", "525.60.13"),
 )
-
-
-def _option(policy, key):
-    """The policy's value, or the option's one declared default (a partial policy is fine for tests and callers)."""
-    policy = policy or {}
-    return policy[key] if key in policy else _readiness_options.default(key)
 
 
 def _gpus(facts, name, expected):
@@ -402,18 +394,3 @@ def check_recent_oom(facts, policy):
                   describe_age(latest["age_seconds"]) if latest.get("age_seconds") is not None else "an unknown time")
     return result(name, False, len(recent), expected + note, message, "build")
 
-
-CHECKS = (
-    check_gpu_count,
-    check_compute_capability,
-    check_ecc_errors,
-    check_row_remaps,
-    check_fatal_xid,
-    check_gpu_compute_apps,
-    check_driver_version,
-    check_nvcc_arch,
-    check_cmake_version,
-    check_numa_header,
-    check_disk_space,
-    check_recent_oom,
-) + TOOLKIT_CHECKS

@@ -27,10 +27,10 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils import _constan
 SUBSETS = _constants.SUBSETS
 
 
-# The longest a node waits on nvidia-smi: beyond that the driver is wedged, whatever the option says.
-MAX_GPU_TIMEOUT = 600.0
-# The oldest kernel log worth reading: a year.
-MAX_KERNEL_EVENTS_WINDOW = 366 * 86400.0
+# The longest a node waits on nvidia-smi, the oldest kernel log worth reading: in _constants, the readiness table's
+# bounds for gpu_timeout and kernel_events_window read the same numbers.
+MAX_GPU_TIMEOUT = _constants.MAX_GPU_TIMEOUT
+MAX_KERNEL_EVENTS_WINDOW = _constants.MAX_KERNEL_EVENTS_WINDOW
 
 
 def validate_options(params, known=SUBSETS):

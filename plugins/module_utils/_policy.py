@@ -17,7 +17,9 @@ import re
 from ansible_collections.gpufleet.preflight.plugins.module_utils._human import human, parse_size_option
 from ansible_collections.gpufleet.preflight.plugins.module_utils._process_match import compile_patterns
 from ansible_collections.gpufleet.preflight.plugins.module_utils import _readiness_options
-from ansible_collections.gpufleet.preflight.plugins.module_utils._checks import printable, result, skipped, unknown
+from ansible_collections.gpufleet.preflight.plugins.module_utils import _gpu_build_checks as gpu_build
+from ansible_collections.gpufleet.preflight.plugins.module_utils import _toolkit_checks as toolkit
+from ansible_collections.gpufleet.preflight.plugins.module_utils._checks import describe_age, option, printable, result, skipped, unknown
 from ansible_collections.gpufleet.preflight.plugins.module_utils._constants import SUBSETS as NODE_SUBSETS
 
 
@@ -44,8 +46,6 @@ CUSTOM_CHECK_KEYS = ("name", "query", "equals", "max", "min", "message")
 _VERSION = re.compile(r"[0-9]+(\.[0-9]+){0,3}\Z")
 _COMPUTE_CAPABILITY = re.compile(r"[0-9]+\.[0-9]+\Z")
 _ARCH = re.compile(r"(sm|compute)_[0-9]+[af]?\Z")
-# Bounded waits: a day is longer than any node takes to settle; 1e99 s would hold the play for ever.
-MAX_WAIT_SECONDS = 86400
 
 
 def parse_option_size(option, value):
@@ -126,74 +126,130 @@ def compile_custom_check(index, spec, require_jmespath=True):
 def validate_policy(args, require_jmespath=True):
     """Return the policy with sizes parsed and expressions compiled; ValueError naming the option.
 
+    Driven by the table: each action option's ``check`` in ``_readiness_options.OPTIONS`` says what is enforced.
     ``require_jmespath=False`` (the node-local health check): custom checks without the jmespath library are kept
     and reported as not applied instead of refusing the policy.
     """
     policy = dict(args)
-    for name in _readiness_options.names_of_type("float"):
+    entries = [entry for entry in _readiness_options.OPTIONS if entry.get("action", True)]
+    for entry in entries:
+        value = args.get(entry["name"])
         # NaN compares false with everything (a wait that never ends, a timeout never reached); inf never ends.
-        if args.get(name) is not None and not math.isfinite(args[name]):
-            raise ValueError("%s: must be a finite number, got %s" % (name, args[name]))
-    policy["min_available_memory"] = parse_memory_requirement(args["min_available_memory"])
-    if args["max_build_processes"] < 0:
-        raise ValueError("max_build_processes: must be 0 or more, got %s" % args["max_build_processes"])
-    pressure = args.get("max_memory_pressure")
-    if pressure is not None and not 0 <= pressure <= 100:
-        raise ValueError("max_memory_pressure: a PSI percentage between 0 and 100, got %s" % pressure)
-    compile_patterns(args.get("build_process_patterns"), "build_process_patterns")
-    if args.get("gpu_timeout") is not None and args["gpu_timeout"] <= 0:
-        raise ValueError("gpu_timeout: must be greater than 0 seconds (a hung driver needs a deadline), got %s" % args["gpu_timeout"])
-    if args.get("compute_capability") is not None and not _COMPUTE_CAPABILITY.match(str(args["compute_capability"])):
-        raise ValueError("compute_capability: %r is not a compute capability like 12.0 (Blackwell SM120) or 10.0 (B200)"
-                         % (args["compute_capability"],))
-    for name in ("expected_gpus", "min_free_inodes", "oom_window_minutes", "kernel_events_window", "max_ecc_errors"):
-        if args.get(name) is not None and args[name] < 0:
-            raise ValueError("%s: must be 0 or more, got %s" % (name, args[name]))
-    if args.get("min_free_disk") is not None:
-        parse_option_size("min_free_disk", args["min_free_disk"])
-    if args.get("build_path") is not None and not os.path.isabs(args["build_path"]):
-        # Relative to what? The node's login directory is no build directory anyone meant.
-        raise ValueError("build_path: %r is not an absolute path on the node" % (args["build_path"],))
-    for name in ("wait", "interval"):
-        if args.get(name) is not None and not 0 <= args[name] <= MAX_WAIT_SECONDS:
-            raise ValueError("%s: must be 0 to %d seconds, got %s" % (name, MAX_WAIT_SECONDS, args[name]))
-    check_written_forms(args)
-    policy["custom_checks"] = [compile_custom_check(i, spec, require_jmespath)
-                              for i, spec in enumerate(args.get("custom_checks") or [])]
+        if entry["type"] == "float" and isinstance(value, float) and not math.isfinite(value):
+            raise ValueError("%s: must be a finite number, got %s" % (entry["name"], value))
+    for entry in entries:
+        if entry["name"] in args:
+            policy[entry["name"]] = check_option(entry, args[entry["name"]], require_jmespath)
     return policy
 
 
-def check_written_forms(args):
-    """Strings that must look like what they name: a typo is refused by name, never compared as written.
+def _number_message(name, rule, value):
+    unit = " %s" % rule["unit"] if rule.get("unit") else ""
+    why = " (%s)" % rule["why"] if rule.get("why") else ""
+    if "above" in rule and value <= rule["above"]:
+        return "%s: must be greater than %s%s%s, got %s" % (name, rule["above"], unit, why, value)
+    if rule.get("what"):
+        return "%s: %s between %s and %s, got %s" % (name, rule["what"], rule["min"], rule["max"], value)
+    if "min" in rule and value < rule["min"] and rule["min"] == 0 and not unit:
+        return "%s: must be 0 or more, got %s" % (name, value)
+    if "above" in rule:
+        return "%s: must be more than %s and at most %s%s%s, got %s" % (name, rule["above"], rule["max"], unit, why, value)
+    return "%s: must be %s to %s%s%s, got %s" % (name, rule["min"], rule["max"], unit, why, value)
+
+
+def _in_bounds(rule, value):
+    if "above" in rule and not value > rule["above"]:
+        return False
+    return rule.get("min", value) <= value <= rule.get("max", value)
+
+
+def _text(value):
+    return str(value) if value is not None else ""
+
+
+_FORMS = {
+    "version": _VERSION,
+    "arch": _ARCH,
+    "compute_capability": _COMPUTE_CAPABILITY,
+}
+_FORM_WHAT = {
+    "arch": "a GPU architecture like sm_120a or compute_120",
+    "compute_capability": "a compute capability like 12.0 (Blackwell SM120) or 10.0 (B200)",
+}
+
+
+def check_option(entry, value, require_jmespath=True):
+    """One option's value as the policy keeps it, or ValueError naming it; what is checked is the table's ``check``.
 
     ``None`` (unset) is always fine: it means the option's documented default behaviour.
     """
-    forms = (
-        ("min_driver_version", _VERSION, "a driver version like 570.86.15 (unset: derived from nvcc)"),
-        ("cmake_min_version", _VERSION, "a version like 3.18"),
-        ("cmake_max_version", _VERSION, "a version like 4.2 (unset: no limit)"),
-        ("nvcc_arch", _ARCH, "a GPU architecture like sm_120a or compute_120"),
-    )
-    for name, form, what in forms:
-        value = args.get(name)
-        if value is not None and not form.match(str(value)):
-            raise ValueError("%s: %r is not %s" % (name, value, what))
-    minimum = args.get("cmake_policy_version_minimum")
-    if minimum and not _VERSION.match(str(minimum)):
-        raise ValueError("cmake_policy_version_minimum: %r is not a version like 3.5 (empty: not set)" % (minimum,))
-    for name in ("build_path", "toolchain_python"):
-        value = args.get(name)
-        if value is not None and (not str(value).strip() or "\0" in str(value)):
+    name, rule = entry["name"], entry["check"]
+    form = rule.get("form")
+    if value is None or form in ("bool", "choices"):
+        return value                    # the argument spec's type and choices bound these
+    if form is None:
+        if not _in_bounds(rule, value):
+            raise ValueError(_number_message(name, rule, value))
+        return value
+    if form == "memory":
+        return parse_memory_requirement(value)
+    if form == "size":
+        parse_option_size(name, value)
+        return value
+    if form in _FORMS:
+        if rule.get("empty") and value == "":
+            return value
+        if not _FORMS[form].match(_text(value)):
+            raise ValueError("%s: %r is not %s" % (name, value, rule.get("what") or _FORM_WHAT[form]))
+        return value
+    if form in ("path", "absolute_path"):
+        if not _text(value).strip() or "\0" in _text(value):
             raise ValueError("%s: %r is not a path (leave it unset for the default)" % (name, value))
-    for name in args.get("build_process_names") or []:
-        if not str(name).strip() or "\0" in str(name) or "/" in str(name):
-            raise ValueError("build_process_names: %r is not an executable name (no path, NUL or blank)" % (name,))
-    for code in args.get("fatal_xids") or []:
+        if form == "absolute_path" and not os.path.isabs(value):
+            # Relative to what? The node's login directory is no build directory anyone meant.
+            raise ValueError("%s: %r is not an absolute path on the node" % (name, value))
+        return value
+    return _LIST_FORMS[form](name, value, require_jmespath)
+
+
+def _program_names(name, values, _require_jmespath):
+    for item in values:
+        if not _text(item).strip() or "\0" in _text(item) or "/" in _text(item):
+            raise ValueError("%s: %r is not an executable name (no path, NUL or blank)" % (name, item))
+    return values
+
+
+def _process_names(name, values, _require_jmespath):
+    for item in values:
+        if not _text(item).strip() or "\0" in _text(item):
+            raise ValueError("%s: %r is not a process name or path (NUL or blank)" % (name, item))
+    return values
+
+
+def _xids(name, values, _require_jmespath):
+    for code in values:
         if not 0 < code < 2 ** 31:
-            raise ValueError("fatal_xids: %r is not an NVIDIA Xid code (a positive number such as 79)" % (code,))
-    for name in args.get("allowed_gpu_compute_apps") or []:
-        if not str(name).strip() or "\0" in str(name):
-            raise ValueError("allowed_gpu_compute_apps: %r is not a process name or path (NUL or blank)" % (name,))
+            raise ValueError("%s: %r is not an NVIDIA Xid code (a positive number such as 79)" % (name, code))
+    return values
+
+
+def _regexes(name, values, _require_jmespath):
+    compile_patterns(values, name)
+    return values
+
+
+def _custom_checks(_name, values, require_jmespath):
+    return [compile_custom_check(i, spec, require_jmespath) for i, spec in enumerate(values or [])]
+
+
+_LIST_FORMS = {
+    "program_names": _program_names,
+    "process_names": _process_names,
+    "xids": _xids,
+    "regexes": _regexes,
+    "custom_checks": _custom_checks,
+}
+FORMS = ("bool", "choices", "memory", "size", "path", "absolute_path") + tuple(_FORMS) + tuple(_LIST_FORMS)
 
 
 _FROM_CHILDREN = ("function_expression", "or_expression", "and_expression", "not_expression", "comparator",
@@ -258,18 +314,6 @@ def subsets_for(policy):
 # ---------------------------------------------------------------- checks
 
 
-def describe_age(seconds):
-    """``7380`` -> ``2h 03m``; short ages in seconds or minutes."""
-    seconds = int(seconds or 0)
-    if seconds < 60:
-        return "%ds" % seconds
-    if seconds < 3600:
-        return "%dm %02ds" % (seconds // 60, seconds % 60)
-    if seconds < 86400:
-        return "%dh %02dm" % (seconds // 3600, seconds % 3600 // 60)
-    return "%dd %02dh" % (seconds // 86400, seconds % 86400 // 3600)
-
-
 def describe_processes(processes):
     """``ninja (pid 115, orphaned, 2h 03m), cc1plus x2`` -- one entry per name, in order of appearance."""
     groups = []
@@ -307,7 +351,8 @@ def describe_processes(processes):
 def check_available_memory(facts, policy):
     name = "available_memory"
     memory = facts.get("memory")
-    kind, value = policy["min_available_memory"]
+    requirement = option(policy, "min_available_memory")
+    kind, value = requirement if isinstance(requirement, tuple) else parse_memory_requirement(requirement)
     if not memory or not memory.get("effective"):
         return unknown(name, value, "memory facts were not gathered")
     effective = memory["effective"]
@@ -332,7 +377,7 @@ def check_available_memory(facts, policy):
 def check_build_processes(facts, policy):
     name = "build_processes"
     procs = facts.get("build_processes")
-    allowed = policy["max_build_processes"]
+    allowed = option(policy, "max_build_processes")
     if not procs or "count" not in procs:
         return unknown(name, "<= %d" % allowed, "build-process facts were not gathered")
     count = procs["count"]
@@ -357,7 +402,7 @@ def build_processes_message(count, processes):
 
 def check_memory_pressure(facts, policy):
     name = "memory_pressure"
-    limit = policy.get("max_memory_pressure")
+    limit = option(policy, "max_memory_pressure")
     if limit is None:
         return None
     pressure = (facts.get("memory") or {}).get("pressure") or {}
@@ -407,25 +452,88 @@ def check_custom(spec, facts):
     return result(name, ok, observed, expected, message, "custom")
 
 
-COMMON_CHECKS = (check_available_memory, check_build_processes, check_memory_pressure)
+def check(name, profile, function, reads, options=()):
+    """One registry entry: the check's name and profile (as its results carry them), the function, the fact paths
+    it reads (``subset.key.key``; ``[]`` for each element of a list) and the options it reads (through ``option``)."""
+    return dict(name=name, profile=profile, function=function, reads=tuple(reads), options=tuple(options))
 
 
-def evaluate(facts, policy, profile_checks=()):
-    """All checks for these facts: common ones, each profile's (or why it was not applied), custom ones.
+_GPU = ("gpus.state", "gpus.message", "gpus.devices")
+_DEVICE = "gpus.devices[]."
+_EVENTS = ("kernel_events.readable", "kernel_events.message", "kernel_events.window_seconds")
+_KILL = "kernel_events.oom_kills[]."
 
-    ``profile_checks`` are functions ``(facts, policy)`` that carry their own profile name.
-    """
+# THE registry: every readiness check once, in the order they are reported. ``tests/unit/plugins/module_utils/
+# test_check_registry.py`` runs each one with recording facts and policy: a path or option it reads that is not
+# listed here, a path no collector produces on the captured fixtures, or an option without bounds fails it.
+CHECKS = (
+    check("available_memory", "common", check_available_memory, (
+        "memory.effective.available_bytes", "memory.effective.total_bytes", "memory.effective.limited_by",
+        "memory.host.total_bytes", "memory.errors"), ("min_available_memory",)),
+    check("build_processes", "common", check_build_processes, (
+        "build_processes.count", "build_processes.processes[].pid", "build_processes.processes[].name",
+        "build_processes.processes[].orphaned", "build_processes.processes[].zombie",
+        "build_processes.processes[].age_seconds"), ("max_build_processes",)),
+    check("memory_pressure", "common", check_memory_pressure, (
+        "memory.pressure.present", "memory.pressure.reason", "memory.pressure.some.avg10"), ("max_memory_pressure",)),
+    check("gpu_count", "gpu", gpu_build.check_gpu_count, ("gpus.state", "gpus.message", "gpus.count"), ("expected_gpus",)),
+    check("compute_capability", "gpu", gpu_build.check_compute_capability, _GPU + (
+        "gpus.driver_version", _DEVICE + "index", _DEVICE + "name", _DEVICE + "compute_capability"), ("compute_capability",)),
+    check("ecc_errors", "gpu", gpu_build.check_ecc_errors, _GPU + (
+        _DEVICE + "index", _DEVICE + "name", _DEVICE + "ecc_uncorrected"), ("max_ecc_errors",)),
+    check("row_remaps", "gpu", gpu_build.check_row_remaps, _GPU + (
+        _DEVICE + "index", _DEVICE + "remapped_rows_pending", _DEVICE + "remapped_rows_failure")),
+    check("fatal_xid", "gpu", gpu_build.check_fatal_xid, _EVENTS + (
+        "kernel_events.xids[].code", "kernel_events.xids[].pci", "kernel_events.xids[].age_seconds",
+        "kernel_events.xids[].message"), ("fatal_xids",)),
+    check("gpu_compute_apps", "gpu", gpu_build.check_gpu_compute_apps, _GPU + (
+        _DEVICE + "index", _DEVICE + "compute_apps", _DEVICE + "compute_apps[].name", _DEVICE + "compute_apps[].pid",
+        _DEVICE + "compute_apps[].used_memory_bytes"), ("allow_gpu_compute_apps", "allowed_gpu_compute_apps")),
+    check("driver_version", "gpu", gpu_build.check_driver_version, _GPU + (
+        "gpus.driver_version", "toolchain.nvcc.cuda_version"), ("min_driver_version",)),
+    check("nvcc_arch", "build", gpu_build.check_nvcc_arch, (
+        "toolchain.nvcc.present", "toolchain.nvcc.error", "toolchain.nvcc.gpu_archs[]", "toolchain.nvcc.gpu_codes[]",
+        "toolchain.nvcc.version", "toolchain.nvcc.cuda_version"), ("nvcc_arch",)),
+    check("cmake_version", "build", gpu_build.check_cmake_version, (
+        "toolchain.cmake.present", "toolchain.cmake.version", "toolchain.cmake.error",
+        "toolchain.cmake.policy_version_minimum_needed"),
+        ("cmake_min_version", "cmake_max_version", "cmake_policy_version_minimum")),
+    check("numa_header", "build", gpu_build.check_numa_header, (
+        "toolchain.numa.header_present", "toolchain.numa.linkable", "toolchain.numa.library_present",
+        "toolchain.numa.library_path", "toolchain.numa.header_path", "toolchain.numa.package_hint"), ("require_numa",)),
+    check("disk_space", "build", gpu_build.check_disk_space, (
+        "disks.paths", "disks.paths.*.exists", "disks.paths.*.checked_path", "disks.paths.*.free_bytes",
+        "disks.paths.*.error", "disks.paths.*.free_inodes", "disks.paths.*.mount_point", "disks.paths.*.writable",
+        "disks.paths.*.read_only"), ("min_free_disk", "min_free_inodes", "build_path")),
+    check("recent_oom", "build", gpu_build.check_recent_oom, _EVENTS + (
+        "memory.cgroup.limit_path", "memory.cgroup.path", "memory.host_pid_namespace", "kernel_events.oom_kills",
+        _KILL + "age_seconds", _KILL + "global", _KILL + "cgroup", _KILL + "oom_cgroup", _KILL + "process",
+        _KILL + "pid"), ("oom_window_minutes",)),
+    check("cuda_libraries", "build", toolkit.check_cuda_libraries, (
+        "toolchain.cuda_libraries", "toolchain.nvcc.present") + tuple(
+        "toolchain.cuda_libraries.%s.%s" % (component, key) for component in toolkit.COMPONENTS
+        for key in ("present", "source")), ("require_cuda_libraries",)),
+    check("torch_cuda_matches_nvcc", "build", toolkit.check_torch_cuda_matches_nvcc, (
+        "toolchain.torch.present", "toolchain.torch.cuda", "toolchain.torch.version", "toolchain.nvcc.present",
+        "toolchain.nvcc.cuda_version"), ("toolchain_python",)),
+)
+
+
+def evaluate(facts, policy, profile_checks=None):
+    """All checks for these facts: every registered one (a profile's not selected: skipped, saying why), then the
+    custom ones. ``profile_checks`` (functions) replaces the registry's gpu/build checks (tests of a subset)."""
+    if profile_checks is None:
+        registered = [(entry["function"], entry["profile"]) for entry in CHECKS]
+    else:
+        registered = [(entry["function"], "common") for entry in CHECKS if entry["profile"] == "common"]
+        registered += [(function, None) for function in profile_checks]
     checks = []
-    for check in COMMON_CHECKS:
-        entry = check(facts, policy)
-        if entry is not None:
-            checks.append(entry)
-    selected = set(policy.get("profiles") or ())
-    for check in profile_checks:
-        entry = check(facts, policy)
+    selected = set(option(policy, "profiles") or ())
+    for function, profile in registered:
+        entry = function(facts, policy)
         if entry is None:
             continue
-        if entry["profile"] not in selected:
+        if entry["profile"] != "common" and entry["profile"] not in selected:
             entry = skipped(entry["name"], "profile %s not selected (preflight_profiles: %s)"
                             % (entry["profile"], ", ".join(sorted(selected)) or "none"), entry["profile"])
         checks.append(entry)

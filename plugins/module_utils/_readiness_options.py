@@ -14,6 +14,12 @@ Each entry: ``name`` (the action option; the role variable is ``preflight_<name>
 optional ``elements``/``choices``, ``node`` (also a node_facts gathering option, documented in the
 ``node_facts_options`` fragment), ``action`` (an option of the readiness action; false for role-only
 variables) and ``roles`` (the preflight role entry points that take it).
+
+``check`` (every action option): what ``_policy.validate_policy`` enforces beyond the type, read from here --
+``min``/``max`` (``above``: strictly greater), with ``unit``/``what``/``why`` for the message, or a ``form``:
+``size``, ``memory`` (a size or a fraction of the total), ``version`` (``empty``: '' allowed), ``arch``,
+``compute_capability``, ``absolute_path``, ``path``, ``program_names``, ``process_names``, ``regexes``, ``xids``,
+``custom_checks``, ``choices`` or ``bool`` (the type bounds it). A float is always refused when not finite.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -22,104 +28,109 @@ __metaclass__ = type
 
 import copy
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils._constants import FATAL_XIDS
+from ansible_collections.gpufleet.preflight.plugins.module_utils._constants import (
+    FATAL_XIDS, MAX_GPU_TIMEOUT, MAX_KERNEL_EVENTS_WINDOW, MAX_WAIT_SECONDS)
 
 CHECK = ("main", "check")
 
 OPTIONS = (
     # ---------------------------------------------------------------- memory and build processes (always)
-    dict(name="min_available_memory", type="raw", default="8GiB", roles=CHECK, description=[
+    dict(name="min_available_memory", check=dict(form="memory"), type="raw", default="8GiB", roles=CHECK, description=[
         "Minimum B(effective) available memory (the tighter of the host's and the memory cgroup's).",
         "A size in binary units such as V(64GiB), V(512MiB) or V(64G) (all powers of 1024), a number of bytes, or a "
         "fraction of the effective total such as V(0.8). Decimal units such as V(64GB) are refused as ambiguous.",
     ]),
-    dict(name="max_build_processes", type="int", default=0, roles=CHECK, description=[
+    dict(name="max_build_processes", check=dict(min=0, max=100000), type="int", default=0, roles=CHECK, description=[
         "Most build processes (matched by executable name) allowed to be running. Must be 0 or more.",
     ]),
-    dict(name="max_memory_pressure", type="float", default=10.0, roles=CHECK, description=[
+    dict(name="max_memory_pressure", check=dict(min=0, max=100, what="a PSI percentage"), type="float", default=10.0, roles=CHECK, description=[
         "Highest PSI C(some avg10) of C(/proc/pressure/memory), in percent (0 to 100). V(null) disables the check.",
     ]),
-    dict(name="build_process_names", type="list", elements="str", default=[], roles=CHECK, node=True, description=[
+    dict(name="build_process_names", check=dict(form="program_names"), type="list", elements="str", default=[], roles=CHECK, node=True, description=[
         "Executable names to count as build processes B(in addition to) the defaults (cmake, ninja, make, gmake, cc1, "
         "cc1plus, cicc, ptxas, nvcc, nvlink, fatbinary, cudafe++, collect2, ld and ld.* linkers). Shell globs allowed.",
     ]),
-    dict(name="build_process_patterns", type="list", elements="str", default=[], roles=CHECK, node=True, description=[
+    dict(name="build_process_patterns", check=dict(form="regexes"), type="list", elements="str", default=[], roles=CHECK, node=True, description=[
         "Python regular expressions matched against the whole command line of a process; a match counts it as a build "
         "process too (for example a wrapper script).",
     ]),
-    dict(name="profiles", type="list", elements="str", choices=["build", "gpu"], default=["build", "gpu"], roles=CHECK, description=[
+    dict(name="profiles", check=dict(form="choices"),
+         type="list", elements="str", choices=["build", "gpu"], default=["build", "gpu"], roles=CHECK, description=[
         "Which groups of checks apply. V(build) is a node that compiles (toolchain, disk, recent OOM kills), "
         "V(gpu) a node that will serve (GPU count, compute capability, ECC, row remaps, Xid errors, compute apps, "
         "driver).",
         "Memory and build-process checks always apply.",
     ]),
     # ---------------------------------------------------------------- profile gpu
-    dict(name="expected_gpus", type="int", default=8, roles=CHECK, description=[
+    dict(name="expected_gpus", check=dict(min=0, max=1024), type="int", default=8, roles=CHECK, description=[
         "How many GPUs nvidia-smi must report (gpu profile).",
     ]),
-    dict(name="compute_capability", type="str", default="12.0", roles=CHECK, description=[
+    dict(name="compute_capability", check=dict(form="compute_capability"), type="str", default="12.0", roles=CHECK, description=[
         "The compute capability every GPU must have, like V(12.0) for Blackwell SM120 or V(10.0) for B200 (gpu profile).",
     ]),
-    dict(name="max_ecc_errors", type="int", default=0, roles=CHECK, description=[
+    dict(name="max_ecc_errors", check=dict(min=0, max=2 ** 31 - 1), type="int", default=0, roles=CHECK, description=[
         "Most uncorrected ECC errors a GPU may have reported (gpu profile).",
     ]),
-    dict(name="fatal_xids", type="list", elements="int", default=sorted(FATAL_XIDS), roles=CHECK, description=[
+    dict(name="fatal_xids", check=dict(form="xids"), type="list", elements="int", default=sorted(FATAL_XIDS), roles=CHECK, description=[
         "NVIDIA Xid error codes that make a GPU unusable until it is reset (gpu profile); any of them within "
         "O(kernel_events_window) fails the node.",
     ]),
-    dict(name="allow_gpu_compute_apps", type="bool", default=False, roles=CHECK, description=[
+    dict(name="allow_gpu_compute_apps", check=dict(form="bool"), type="bool", default=False, roles=CHECK, description=[
         "Whether processes may already be running on the GPUs (gpu profile).",
     ]),
-    dict(name="allowed_gpu_compute_apps", type="list", elements="str", default=[], roles=CHECK, description=[
+    dict(name="allowed_gpu_compute_apps", check=dict(form="process_names"), type="list", elements="str", default=[], roles=CHECK, description=[
         "Names (or paths) of GPU processes that do not count as the GPUs being in use, like V(dcgm-exporter) "
         "(gpu profile).",
     ]),
-    dict(name="min_driver_version", type="str", default=None, roles=CHECK, description=[
+    dict(name="min_driver_version", check=dict(form="version", what="a driver version like 570.86.15 (unset: derived from nvcc)"),
+         type="str", default=None, roles=CHECK, description=[
         "Lowest acceptable NVIDIA driver version, like V(570.86.15) (gpu profile).",
         "Unset: the oldest driver that runs what this node's nvcc builds (from the CUDA release notes).",
     ]),
     # ---------------------------------------------------------------- profile build
-    dict(name="nvcc_arch", type="str", default="sm_120a", roles=CHECK, description=[
+    dict(name="nvcc_arch", check=dict(form="arch"), type="str", default="sm_120a", roles=CHECK, description=[
         "The GPU architecture nvcc must be able to compile for, like V(sm_120a) or V(compute_120) (build profile). "
         "sm_120 needs CUDA 12.8 or later.",
     ]),
-    dict(name="cmake_min_version", type="str", default="3.18", roles=CHECK, description=[
+    dict(name="cmake_min_version", check=dict(form="version", what="a version like 3.18"), type="str", default="3.18", roles=CHECK, description=[
         "Lowest CMake version accepted (build profile).",
     ]),
-    dict(name="cmake_max_version", type="str", default=None, roles=CHECK, description=[
+    dict(name="cmake_max_version", check=dict(form="version", what="a version like 4.2 (unset: no limit)"),
+         type="str", default=None, roles=CHECK, description=[
         "Newest CMake version accepted, compared at the precision it is written in (V(4.2) accepts 4.2.3) "
         "(build profile). Unset: no limit.",
     ]),
-    dict(name="cmake_policy_version_minimum", type="str", default="3.5", roles=CHECK, description=[
+    dict(name="cmake_policy_version_minimum", check=dict(form="version", empty=True, what="a version like 3.5 (empty: not set)"),
+         type="str", default="3.5", roles=CHECK, description=[
         "The C(CMAKE_POLICY_VERSION_MINIMUM) the build sets for CMake 4 or later, which refuses dependencies declaring "
         "C(cmake_minimum_required) below 3.5 (build profile). Empty: CMake 4 or later fails the check.",
     ]),
-    dict(name="require_numa", type="bool", default=True, roles=CHECK, description=[
+    dict(name="require_numa", check=dict(form="bool"), type="bool", default=True, roles=CHECK, description=[
         "Whether numa.h and a linkable libnuma must be installed (build profile; mscclpp needs them).",
     ]),
-    dict(name="require_cuda_libraries", type="bool", default=False, roles=CHECK, description=[
+    dict(name="require_cuda_libraries", check=dict(form="bool"), type="bool", default=False, roles=CHECK, description=[
         "Whether nvrtc, cuBLAS, cuBLASLt and libcuda (driver or the toolkit's link stub) must be there to link against, "
         "from the CUDA toolkit or torch's nvidia pip packages (build profile). Set it on nodes that build sgl-kernel.",
         "With O(toolchain_python) set, the build profile also checks that its torch's CUDA major matches nvcc's.",
     ]),
-    dict(name="build_path", type="path", default="/tmp", roles=CHECK, description=[
+    dict(name="build_path", check=dict(form="absolute_path"), type="path", default="/tmp", roles=CHECK, description=[
         "The build directory whose filesystem must have room (build profile). An absolute path on the node.",
     ]),
-    dict(name="min_free_disk", type="raw", default="20GiB", roles=CHECK, description=[
+    dict(name="min_free_disk", check=dict(form="size"), type="raw", default="20GiB", roles=CHECK, description=[
         "Minimum free space on O(build_path), a size in binary units like V(50GiB) or a number of bytes "
         "(build profile).",
     ]),
-    dict(name="min_free_inodes", type="int", default=100000, roles=CHECK, description=[
+    dict(name="min_free_inodes", check=dict(min=0, max=2 ** 63 - 1), type="int", default=100000, roles=CHECK, description=[
         "Minimum free inodes on O(build_path) (build profile).",
     ]),
-    dict(name="oom_window_minutes", type="int", default=60, roles=CHECK, description=[
+    dict(name="oom_window_minutes", check=dict(min=0, max=366 * 24 * 60, unit="minutes"), type="int", default=60, roles=CHECK, description=[
         "No OOM kill in this node's memory cgroup (or a global one) may have happened within this many minutes "
         "(build profile). V(0) disables the check.",
         "Kills by the limit of a M(gpufleet.preflight.guarded_build) cgroup are reported but pass; that build "
         "backed off and resumed by itself.",
     ]),
     # ---------------------------------------------------------------- custom, gathering, waiting
-    dict(name="custom_checks", type="list", elements="dict", default=[], roles=CHECK, description=[
+    dict(name="custom_checks", check=dict(form="custom_checks"), type="list", elements="dict", default=[], roles=CHECK, description=[
         "Extra checks as JMESPath expressions over the gathered facts (keys without the C(gpufleet_) prefix, "
         "for example C(gpus.devices[?temperature > `85`] | length(@))), evaluated on the controller.",
         "Each is a dict with C(name), C(query), one of C(equals), C(max) or C(min), and an optional C(message).",
@@ -127,25 +138,27 @@ OPTIONS = (
         "every subset is gathered.",
         "An expression that selects nothing fails the check as unknown, with the expression in the message.",
     ]),
-    dict(name="gpu_timeout", type="float", default=10, roles=CHECK, node=True, description=[
+    dict(name="gpu_timeout", check=dict(above=0, max=MAX_GPU_TIMEOUT, unit="seconds", why="a hung driver needs a deadline"),
+         type="float", default=10, roles=CHECK, node=True, description=[
         "Seconds to wait for C(nvidia-smi) before reporting the GPUs as timed out; a wedged driver makes it hang. "
         "Must be a finite number greater than 0.",
     ]),
-    dict(name="toolchain_python", type="path", default=None, roles=CHECK, node=True, description=[
+    dict(name="toolchain_python", check=dict(form="path"), type="path", default=None, roles=CHECK, node=True, description=[
         "The Python interpreter (for example a build venv's C(bin/python)) whose torch and scikit-build-core to inspect.",
         "Defaults to the Python that runs the module on the node (C(ansible_python_interpreter)), inspected in-process.",
     ]),
-    dict(name="kernel_events_window", type="int", default=86400, roles=CHECK, node=True, description=[
+    dict(name="kernel_events_window", check=dict(min=1, max=int(MAX_KERNEL_EVENTS_WINDOW), unit="seconds"),
+         type="int", default=86400, roles=CHECK, node=True, description=[
         "How far back, in seconds, to report OOM kills and GPU Xid errors from the kernel log.",
     ]),
-    dict(name="wait", type="float", default=0, roles=CHECK, description=[
+    dict(name="wait", check=dict(min=0, max=MAX_WAIT_SECONDS, unit="seconds"), type="float", default=0, roles=CHECK, description=[
         "Seconds to keep re-checking a node that is not ready yet (processes still exiting after a restart, memory "
         "still being reclaimed). Each re-check is one round trip. V(0) checks once; at most V(86400) (a day).",
     ]),
-    dict(name="interval", type="float", default=5, roles=CHECK, description=[
+    dict(name="interval", check=dict(min=0, max=MAX_WAIT_SECONDS, unit="seconds"), type="float", default=5, roles=CHECK, description=[
         "Seconds between re-checks while waiting.",
     ]),
-    dict(name="fail_when_not_ready", type="bool", default=True, roles=("main", "drop"), role_task=False, description=[
+    dict(name="fail_when_not_ready", check=dict(form="bool"), type="bool", default=True, roles=("main", "drop"), role_task=False, description=[
         "Fail the host when it is not ready. With V(false) the verdict is only returned and set as a fact.",
     ], role_description=[
         "Drop a node that is not ready from the rest of the run (fail it) instead of only recording the verdict.",

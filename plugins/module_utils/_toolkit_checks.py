@@ -6,13 +6,13 @@ build links - nvrtc, cuBLAS, cuBLASLt (from the CUDA toolkit or torch's nvidia/c
 driver or the toolkit's link stub) - and torch's CUDA major against nvcc's.
 
 Same shape as every check (``module_utils/_checks.py``): ``check(facts, policy)`` -> result / unknown / None.
-Wired into the build profile by ``_gpu_build_checks.CHECKS``; cuda_libraries applies with ``require_cuda_libraries``.
+Registered in ``_policy.CHECKS`` (profile build); cuda_libraries applies with ``require_cuda_libraries``.
 """
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils._checks import result, unknown
+from ansible_collections.gpufleet.preflight.plugins.module_utils._checks import option, result, unknown
 
 COMPONENTS = ("nvrtc", "cublas", "cublasLt", "driver")
 _WHAT = {
@@ -41,7 +41,7 @@ def check_cuda_libraries(facts, policy):
     Only with ``require_cuda_libraries``: a node that gates a real sgl-kernel build sets it.
     """
     name = "cuda_libraries"
-    if not (policy or {}).get("require_cuda_libraries"):
+    if not option(policy, "require_cuda_libraries"):
         return None
     expected = ", ".join(COMPONENTS)
     libraries, why = _libraries(facts, name, expected)
@@ -65,7 +65,7 @@ def check_torch_cuda_matches_nvcc(facts, policy):
     Only for the interpreter the build uses (``toolchain_python``): the torch of whatever Python runs Ansible on
     the node says nothing about the build.
     """
-    if not (policy or {}).get("toolchain_python"):
+    if not option(policy, "toolchain_python"):
         return None
     name = "torch_cuda_matches_nvcc"
     toolchain = facts.get("toolchain") or {}
@@ -83,5 +83,3 @@ def check_torch_cuda_matches_nvcc(facts, policy):
                   "" if ok else "torch is built for CUDA %s but nvcc is CUDA %s: their majors must match" % (
                       torch["cuda"], nvcc.get("cuda_version")), "build")
 
-
-TOOLKIT_CHECKS = (check_cuda_libraries, check_torch_cuda_matches_nvcc)

@@ -1,0 +1,284 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The contract of the one check registry (``_policy.CHECKS``) and the option table (``_readiness_options``), issue 21.
+
+- every action option carries its bounds (``check``: a known form, or numbers with a minimum and a maximum);
+- each registered check, run on the facts the collectors produce from the captured fixtures (and on the unit tests'
+  healthy node), reads only the fact paths and options its registry entry lists, and lists only options it reads;
+- every fact path a check lists is produced by a collector on those fixtures (a check of a fact no collector
+  gathers fails here, not on a node);
+- the checks import no node collector (the controller and the node-local health check load them alone).
+
+Adding a check: its function, one ``check(...)`` entry in ``_policy.CHECKS`` with its reads and options, a
+``check`` rule for any new option in ``_readiness_options.OPTIONS``; this file then says what is missing.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from ansible_collections.gpufleet.preflight.plugins.module_utils import _policy
+from ansible_collections.gpufleet.preflight.plugins.module_utils import _readiness_options as table
+from ansible_collections.gpufleet.preflight.plugins.module_utils._run import run_with_timeout
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FIXTURES = os.path.join(HERE, "fixtures")
+STUB_NVIDIA_SMI = os.path.normpath(os.path.join(HERE, "..", "..", "..", "fleet", "stubs", "nvidia-smi"))
+# Dicts keyed by data (paths measured), not by field names: their keys are written "*".
+MAPS = ("disks.paths",)
+
+
+# ---------------------------------------------------------------- options
+
+
+def action_options():
+    return [entry for entry in table.OPTIONS if entry.get("action", True)]
+
+
+@pytest.mark.parametrize("entry", action_options(), ids=lambda entry: entry["name"])
+def test_every_option_has_bounds(entry):
+    rule = entry.get("check")
+    assert rule is not None, ("%s has no check in plugins/module_utils/_readiness_options.py: give it "
+                              "check=dict(min=..., max=...) or check=dict(form=...) (forms: %s)"
+                              % (entry["name"], ", ".join(_policy.FORMS)))
+    if "form" in rule:
+        assert rule["form"] in _policy.FORMS, "%s: unknown form %r" % (entry["name"], rule["form"])
+        if rule["form"] == "bool":
+            assert entry["type"] == "bool", entry["name"]
+        if rule["form"] == "choices":
+            assert entry.get("choices"), entry["name"]
+    else:
+        assert entry["type"] in ("int", "float"), "%s: numeric bounds on a %s option" % (entry["name"], entry["type"])
+        assert ("min" in rule or "above" in rule) and "max" in rule, "%s: needs a lower and an upper bound" % entry["name"]
+        low = rule.get("min", rule.get("above"))
+        assert low < rule["max"]
+        default = entry["default"]
+        assert default is None or _policy._in_bounds(rule, default), "%s: the default %r is out of its bounds" % (
+            entry["name"], default)
+
+
+@pytest.mark.parametrize("entry", [entry for entry in action_options() if "max" in entry["check"]],
+                         ids=lambda entry: entry["name"])
+def test_bounds_are_enforced_by_name(entry):
+    rule = entry["check"]
+    too_big = rule["max"] + 1
+    with pytest.raises(ValueError, match="^%s: " % entry["name"]):
+        _policy.validate_policy(dict(table.defaults(), **{entry["name"]: too_big}))
+    too_small = rule.get("min", rule.get("above", 0)) - 1
+    with pytest.raises(ValueError, match="^%s: " % entry["name"]):
+        _policy.validate_policy(dict(table.defaults(), **{entry["name"]: too_small}))
+
+
+def test_the_defaults_are_a_valid_policy():
+    policy = _policy.validate_policy(table.defaults())
+    assert policy["min_available_memory"] == ("absolute", 8 * 1024 ** 3)
+
+
+# ---------------------------------------------------------------- facts from the captured fixtures
+
+
+def _write_stub(path, text):
+    with open(path, "w") as handle:
+        handle.write(text)
+    os.chmod(path, 0o755)
+
+
+@pytest.fixture(scope="module")
+def fixture_facts(tmp_path_factory):
+    """[(label, facts)]: every subset as its collector produces it from the fixtures (stub programs print them)."""
+    from ansible_collections.gpufleet.preflight.plugins.module_utils import _disks, _gpus, _kernel_events, _memory, _processes, _toolchain
+    tmp = tmp_path_factory.mktemp("registry")
+    out = []
+    for case in sorted(os.listdir(os.path.join(FIXTURES, "memory"))):
+        out.append(("memory/" + case, {"memory": _memory.collect_memory(root=os.path.join(FIXTURES, "memory", case))}))
+    out.append(("processes/build", {"build_processes": _processes.collect_build_processes(
+        root=os.path.join(FIXTURES, "processes", "build"), clock_ticks=100, page_size=4096)}))
+    bin_dir = tmp / "bin"
+    bin_dir.mkdir()
+    shutil.copy(STUB_NVIDIA_SMI, str(bin_dir / "nvidia-smi"))
+    os.chmod(str(bin_dir / "nvidia-smi"), 0o755)
+    for scenario in ("rtx_pro_6000_x8", "b200_x8", "a100_pre535", "v100_r470", "exit_9", "geforce_na"):
+        env = dict(os.environ, GPUFLEET_STUB_DIR=os.path.join(FIXTURES, "gpus", scenario))
+        facts = _gpus.collect_gpus(lambda argv, timeout, env=env: run_with_timeout(argv, timeout, env=env),
+                                   timeout=10, search_paths=[str(bin_dir)])
+        out.append(("gpus/" + scenario, {"gpus": facts}))
+    root = tmp / "kmsg"
+    (root / "dev").mkdir(parents=True)
+    (root / "proc").mkdir()
+    with open(os.path.join(FIXTURES, "kernel_events", "kmsg-memcg-oom-6.18.txt")) as handle:
+        (root / "dev" / "kmsg").write_text(handle.read())
+    (root / "proc" / "uptime").write_text(u"500.00 900.00\n")
+    out.append(("kernel_events/kmsg", {"kernel_events": _kernel_events.collect_kernel_events(
+        3600, run_with_timeout, root=str(root), now=2000000.0, sources=("kmsg",))}))
+    with open(os.path.join(FIXTURES, "kernel_events", "journal-xid-short-unix.txt")) as handle:
+        journal = handle.read()
+    out.append(("kernel_events/journal", {"kernel_events": _kernel_events.collect_kernel_events(
+        10 ** 8, lambda argv, timeout: (0, journal, ""), now=1764417800.0, sources=("journal",))}))
+    tools = tmp / "tools"
+    tools.mkdir()
+    versions = os.path.join(FIXTURES, "toolchain")
+    _write_stub(str(tools / "nvcc"), "#!/bin/sh\ncase \"$1\" in\n  --list-gpu-arch) cat %s/nvcc-13.0-list-gpu-arch.txt ;;\n"
+                "  --list-gpu-code) cat %s/nvcc-13.0-list-gpu-code.txt ;;\n  *) cat %s/nvcc-13.0-version.txt ;;\nesac\n"
+                % (versions, versions, versions))
+    _write_stub(str(tools / "cmake"), "#!/bin/sh\ncat %s/cmake-4.2.1-version.txt\n" % versions)
+    _write_stub(str(tools / "python3"), "#!/bin/sh\necho 'GPUFLEET_PROBE {\"version\": \"3.12.3\", \"executable\": "
+                "\"/opt/venv/bin/python3\", \"torch\": {\"present\": true, \"version\": \"2.9.0+cu130\", \"error\": null, "
+                "\"cuda\": \"13.0\"}, \"scikit_build_core\": {\"present\": true, \"version\": \"0.11.6\", \"error\": null}}'\n")
+    out.append(("toolchain/stubs", {"toolchain": _toolchain.collect_toolchain(
+        run_with_timeout, python=str(tools / "python3"), timeout=10, search_paths=[str(tools)], root=str(tmp))}))
+    out.append(("disks/tmp", {"disks": _disks.collect_disks([str(tmp), str(tmp / "not-there-yet")])}))
+    return out
+
+
+def produced_paths(value, path=""):
+    found = set()
+    if isinstance(value, dict):
+        for key, item in value.items():
+            child = "%s.*" % path if path in MAPS else ("%s.%s" % (path, key) if path else key)
+            found.add(child)
+            found |= produced_paths(item, child)
+    elif isinstance(value, list):
+        for item in value:
+            found.add(path + "[]")
+            found |= produced_paths(item, path + "[]")
+    return found
+
+
+def test_every_fact_path_a_check_reads_is_produced_by_a_collector(fixture_facts):
+    produced = set()
+    for _label, facts in fixture_facts:
+        produced |= produced_paths(facts)
+    missing = ["%s reads %s" % (entry["name"], path) for entry in _policy.CHECKS for path in entry["reads"]
+               if path not in produced]
+    assert not missing, ("no collector produces these on the captured fixtures (tests/unit/plugins/module_utils/"
+                         "fixtures): %s" % "; ".join(missing))
+
+
+# ---------------------------------------------------------------- what each check really reads
+
+
+class Recording(dict):
+    """A dict that logs the path of every key read (``get``, ``[]``, ``in``); lists log ``[]`` per element."""
+
+    def __init__(self, data, path, log):
+        super(Recording, self).__init__(data)
+        self._path, self._log = path, log
+
+    def _child(self, key):
+        if self._path in MAPS:
+            return "%s.*" % self._path
+        return "%s.%s" % (self._path, key) if self._path else key
+
+    def __getitem__(self, key):
+        path = self._child(key)
+        self._log.add(path)
+        return record(dict.__getitem__(self, key), path, self._log)
+
+    def get(self, key, default=None):
+        return self[key] if dict.__contains__(self, key) else self._log.add(self._child(key)) or default
+
+    def __contains__(self, key):
+        self._log.add(self._child(key))
+        return dict.__contains__(self, key)
+
+
+class RecordingList(list):
+    def __init__(self, data, path, log):
+        super(RecordingList, self).__init__(data)
+        self._path, self._log = path, log
+
+    def __iter__(self):
+        for item in list.__iter__(self):
+            self._log.add(self._path + "[]")
+            yield record(item, self._path + "[]", self._log)
+
+    def __getitem__(self, index):
+        self._log.add(self._path + "[]")
+        return record(list.__getitem__(self, index), self._path + "[]", self._log)
+
+
+def record(value, path, log):
+    if isinstance(value, dict):
+        return Recording(value, path, log)
+    if isinstance(value, list):
+        return RecordingList(value, path, log)
+    return value
+
+
+def healthy_facts():
+    import test_gpu_build_checks  # the unit tests' healthy node: every gpu/build check passes on it
+    return test_gpu_build_checks.HEALTHY
+
+
+def fact_sets(fixture_facts):
+    sets = [facts for _label, facts in fixture_facts] + [healthy_facts()]
+    merged = {}
+    for facts in sets:
+        merged.update(facts)
+    return sets + [merged, {}]
+
+
+POLICIES = [
+    table.defaults(),
+    dict(table.defaults(), require_cuda_libraries=True, toolchain_python="/opt/venv/bin/python3",
+         min_driver_version="570.86.15", cmake_max_version="4.0", allowed_gpu_compute_apps=["dcgm-exporter"]),
+    dict(table.defaults(), max_memory_pressure=0.0, min_available_memory="0.5", oom_window_minutes=500000),
+]
+
+
+def test_each_check_reads_what_its_registry_entry_lists(fixture_facts):
+    problems = []
+    for entry in _policy.CHECKS:
+        options_read = set()
+        for policy_args in POLICIES:
+            policy = _policy.validate_policy(policy_args)
+            for facts in fact_sets(fixture_facts):
+                paths, options = set(), set()
+                result = entry["function"](record(facts, "", paths), record(policy, "", options))
+                if result is not None:
+                    if (result["name"], result["profile"]) != (entry["name"], entry["profile"]):
+                        problems.append("%s: the check reports itself as %s (%s)" % (entry["name"], result["name"], result["profile"]))
+                undeclared = [path for path in paths
+                              if not any(path == read or read.startswith(path + ".") or read.startswith(path + "[]")
+                                         for read in entry["reads"])]
+                if undeclared:
+                    problems.append("%s reads %s, not in its reads" % (entry["name"], ", ".join(sorted(undeclared))))
+                options_read |= set(name.split("[", 1)[0] for name in options)
+        if options_read != set(entry["options"]):
+            problems.append("%s reads the options %s but lists %s" % (entry["name"], sorted(options_read), sorted(entry["options"])))
+    assert not problems, "\n".join(sorted(set(problems)))
+
+
+def test_registry_names_are_unique_and_options_are_in_the_table():
+    names = [entry["name"] for entry in _policy.CHECKS]
+    assert len(names) == len(set(names))
+    assert set(entry["profile"] for entry in _policy.CHECKS) == {"common", "build", "gpu"}
+    for entry in _policy.CHECKS:
+        assert set(entry["options"]) <= set(table.BY_NAME), entry["name"]
+
+
+def test_evaluate_runs_every_registered_check():
+    policy = _policy.validate_policy(table.defaults())
+    names = [check["name"] for check in _policy.evaluate(healthy_facts(), policy)]
+    expected = [entry["name"] for entry in _policy.CHECKS
+                if entry["function"](healthy_facts(), policy) is not None]
+    assert names == expected
+
+
+def test_the_checks_import_no_node_collector():
+    code = ("import sys\n"
+            "from ansible_collections.gpufleet.preflight.plugins.module_utils import _policy, _readiness_options\n"
+            "print(' '.join(sorted(m.rsplit('.', 1)[-1] for m in sys.modules if '.module_utils._' in m)))\n")
+    loaded = subprocess.check_output([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
+                                     universal_newlines=True).split()
+    collectors = {"_node_facts", "_memory", "_cgroupfs", "_confinement", "_kernel_events", "_toolchain", "_gpus",
+                  "_disks", "_cpus", "_processes", "_cuda_libraries", "_mountinfo"}
+    assert not collectors & set(loaded), loaded
