@@ -23,7 +23,7 @@ import time
 from ansible_collections.gpufleet.preflight.plugins.module_utils import _build_engine as engine
 from ansible_collections.gpufleet.preflight.plugins.module_utils import _build_state as state
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build_engine import BuildError, Interrupted
-from ansible_collections.gpufleet.preflight.plugins.module_utils._build_options import check_options, check_stop_options
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build_options import check_options
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build_plan import (
     default_reserve,
     measured_memory_per_thread,
@@ -506,75 +506,6 @@ class GuardedBuild(object):
         self.write_status(state="stopped" if result.get("stopped") else "failed", message=failure,
                           peak_memory_bytes=peak, duration=duration)
         raise BuildError(failure, result)
-
-
-# ---------------------------------------------------------------- state: stopped
-
-def stop_build(build, timeout, check_mode=False, poll=0.1):
-    """``state: stopped`` for ``build`` (a GuardedBuild, located): the live owner of the build directory (the lock's
-    record, else the status's ``module_pid``, each verified by its start time) gets SIGTERM - it ends its build,
-    removes its cgroup, releases the lock and marks the status "stopped" - and this waits (``timeout`` s) until it
-    did. A status left "running" by a dead owner is marked stopped and what carries its marker is ended. The
-    result dict; BuildError when the owner does not stop in time."""
-    try:
-        check_stop_options(build.params)
-    except ValueError as exc:
-        raise BuildError(str(exc))
-    build.locate()
-    result = {"changed": False, "build_dir": build.build_dir, "status_path": build.status_path,
-              "stamp_path": build.stamp_path, "status": build.status_path, "stamp": build.stamp_path, "run_id": None}
-    record = state.BuildLock(build.build_dir).holder()
-    status, problem = state.read_json_object(build.status_path, "status file")
-    if problem:
-        build.warnings.append(problem)
-    owner = None
-    for source in (record, status):
-        if isinstance(source, dict) and owner_alive(source.get("module_pid"), source.get("module_start_time")):
-            owner = source
-            break
-    if owner is not None:
-        pid, run_id = owner["module_pid"], owner.get("run_id")
-        what = "run %s (module pid %s) building in %s" % (run_id, pid, build.build_dir)
-        result.update(changed=True, run_id=run_id, module_pid=pid)
-        if check_mode:
-            result["msg"] = "would stop %s" % what
-            return result
-        os.kill(pid, signal.SIGTERM)
-        deadline = time.time() + timeout
-        while owner_alive(pid, owner.get("module_start_time")):
-            current = state.read_json_object(build.status_path, "status file")[0] or {}
-            if current.get("run_id") == run_id and current.get("state") == "stopped":
-                break
-            if time.time() > deadline:
-                raise BuildError("%s did not stop within %s s of SIGTERM" % (what, timeout), result)
-            time.sleep(poll)
-        status = state.read_json_object(build.status_path, "status file")[0]
-        if isinstance(status, dict) and status.get("run_id") == run_id and status.get("state") != "stopped":
-            _mark_stopped(build.status_path, status, "its module (pid %s) ended without marking it" % pid)
-        result["msg"] = "stopped %s" % what
-        return result
-    if isinstance(status, dict) and status.get("state") in state.ACTIVE_STATES:
-        what = "the status of run %s (module pid %s, no longer running) still says %r" % (
-            status.get("run_id"), status.get("module_pid"), status.get("state"))
-        result.update(changed=True, run_id=status.get("run_id"))
-        if check_mode:
-            result["msg"] = "%s: would mark it stopped and end its leftovers" % what
-            return result
-        marker = status.get("build_marker")
-        killed = kill_marked(marker) if isinstance(marker, str) and marker.startswith(MARKER_VARIABLE + "=") else []
-        _mark_stopped(build.status_path, status, "abandoned: its module no longer runs")
-        result["msg"] = "%s: marked it stopped (abandoned), ended %d leftover process(es)" % (what, len(killed))
-        return result
-    result["msg"] = "nothing is running in %s" % build.build_dir
-    return result
-
-
-def _mark_stopped(path, status, why):
-    status = dict(status, state="stopped", message="stopped: %s" % why, updated_at=time.time())
-    try:
-        state.write_json_atomic(path, status)
-    except state.StateError:
-        pass
 
 
 def choose(requested, unit, limit_bytes, floor_bytes, find, run, root="/", methods=METHODS):

@@ -422,10 +422,10 @@ import math
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build_stop import stop_build
 from ansible_collections.gpufleet.preflight.plugins.module_utils._guarded_build import (
     BuildError,
     GuardedBuild,
-    stop_build,
 )
 from ansible_collections.gpufleet.preflight.plugins.module_utils._run import (
     find_executable,
