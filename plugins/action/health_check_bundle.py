@@ -1,0 +1,151 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Controller side of gpufleet.preflight.health_check_bundle: the node-local health check as one zip application.
+
+The zip holds ``_health_check`` and every module it imports, found by reading their imports (as Ansiballz does for a
+module): the collection's module_utils and the ``ansible.module_utils`` files they need, nothing else. The policy is
+validated here against the readiness option table, so a typo fails the role on the controller, naming the option.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import ast
+import importlib.util
+import io
+import os
+import stat
+import tempfile
+import zipfile
+
+from ansible.errors import AnsibleActionFail
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from ansible.plugins.action import ActionBase
+from ansible_collections.gpufleet.preflight.plugins.module_utils import _policy
+from ansible_collections.gpufleet.preflight.plugins.module_utils import _readiness_options
+
+ENTRY = "ansible_collections.gpufleet.preflight.plugins.module_utils._health_check"
+ROOTS = ("ansible_collections.gpufleet.preflight.plugins.module_utils", "ansible.module_utils")
+MAIN = ("# gpufleet.preflight node-local health check (zip application; python3 this.pyz --help)\n"
+        "import sys\nfrom %s import main\nsys.exit(main())\n" % ENTRY)
+# A fixed time for every zip entry: the same collection gives the same bytes (the copy task then changes nothing).
+STAMP = (2020, 1, 1, 0, 0, 0)
+
+
+def _wanted(name):
+    return any(name == root or name.startswith(root + ".") for root in ROOTS)
+
+
+def _imports(source, filename):
+    """Absolute module names a file imports (also inside functions), including ``from pkg import submodule``."""
+    names = set()
+    for node in ast.walk(ast.parse(source, filename)):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module)
+            names.update("%s.%s" % (node.module, alias.name) for alias in node.names)
+    return names
+
+
+def closure(entry=ENTRY):
+    """{module name: file path} for the entry and everything of ROOTS it imports, transitively."""
+    found, todo = {}, [entry]
+    while todo:
+        name = todo.pop()
+        if name in found or not _wanted(name):
+            continue
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+            continue  # ``from pkg import function``: not a module
+        found[name] = spec.origin
+        with open(spec.origin, "rb") as handle:
+            todo.extend(_imports(handle.read(), spec.origin))
+    return found
+
+
+def bundle_bytes(entry=ENTRY):
+    """The zip application's bytes: every module of the closure, empty ``__init__.py`` for the package levels above."""
+    modules = closure(entry)
+    buf = io.BytesIO()
+    packages = set()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name in sorted(modules):
+            path = modules[name]
+            is_package = os.path.basename(path) == "__init__.py"
+            arcname = name.replace(".", "/") + ("/__init__.py" if is_package else ".py")
+            parts = name.split(".")
+            for depth in range(1, len(parts) if not is_package else len(parts)):
+                packages.add("/".join(parts[:depth]))
+            with open(path, "rb") as handle:
+                info = zipfile.ZipInfo(arcname, STAMP)
+                info.external_attr = (stat.S_IFREG | 0o644) << 16
+                archive.writestr(info, handle.read(), zipfile.ZIP_DEFLATED)
+        have = set(name.replace(".", "/") for name in modules if modules[name].endswith("__init__.py"))
+        for package in sorted(packages - have):
+            info = zipfile.ZipInfo(package + "/__init__.py", STAMP)
+            info.external_attr = (stat.S_IFREG | 0o644) << 16
+            archive.writestr(info, b"")
+        info = zipfile.ZipInfo("__main__.py", STAMP)
+        info.external_attr = (stat.S_IFREG | 0o644) << 16
+        archive.writestr(info, MAIN.encode("utf-8"))
+    return buf.getvalue(), sorted(modules)
+
+
+def complete_policy(given):
+    """The policy with the table's defaults filled in and types converted; ValueError naming the option."""
+    if not isinstance(given, dict):
+        raise ValueError("policy: must be a dict of readiness options, got %r" % (given,))
+    spec = _readiness_options.argument_spec()
+    spec.pop("fail_when_not_ready", None)
+    spec.pop("wait", None)
+    spec.pop("interval", None)
+    unknown = sorted(set(given) - set(spec))
+    if unknown:
+        raise ValueError("policy: unknown option%s %s (the readiness options are %s)"
+                         % ("s" if len(unknown) > 1 else "", ", ".join(unknown), ", ".join(sorted(spec))))
+    outcome = ArgumentSpecValidator(spec).validate(dict(given))
+    if outcome.error_messages:
+        raise ValueError("policy: %s" % "; ".join(outcome.error_messages))
+    policy = outcome.validated_parameters
+    _policy.validate_policy(dict(policy, fail_when_not_ready=False, wait=0, interval=5), require_jmespath=False)
+    return policy
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = False
+
+    def run(self, tmp=None, task_vars=None):
+        result = super(ActionModule, self).run(tmp, task_vars)
+        del tmp
+        _validation, args = self.validate_argument_spec(argument_spec=dict(
+            dest=dict(type="path", required=True), policy=dict(type="dict", default={})))
+        problem = None
+        try:
+            policy = complete_policy(args["policy"])
+        except ValueError as exc:
+            problem = str(exc)
+        if problem:
+            raise AnsibleActionFail(problem)
+        data, modules = bundle_bytes()
+        dest = args["dest"]
+        try:
+            with open(dest, "rb") as handle:
+                changed = handle.read() != data
+        except (IOError, OSError):
+            changed = True
+        if changed:
+            directory = os.path.dirname(dest) or "."
+            fd, tmp_path = tempfile.mkstemp(prefix=".health_check.", dir=directory)
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+            os.chmod(tmp_path, 0o644)
+            os.rename(tmp_path, dest)
+        result.update(changed=changed, dest=dest, modules=modules, size=len(data), policy=policy)
+        return result

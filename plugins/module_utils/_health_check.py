@@ -1,0 +1,198 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The node-local health check: the readiness checks of the controller, on the node, with no Ansible run.
+
+Installed by the ``gpufleet.preflight.health_check`` role as one zip application (this file, the collectors and the
+policy code it imports) plus a JSON config holding the policy the role rendered from the readiness option table.
+It gathers the same facts (``_node_facts``), evaluates the same checks (``_policy``) and says the same messages.
+
+Modes (``--mode``; default ``slurm`` when slurmd runs it, which sets ``SLURMD_NODENAME``, else ``check``):
+
+- ``slurm``: as Slurm's HealthCheckProgram -- drains / resumes its own node by the rules of ``_slurm``;
+- ``check``: from cron or a systemd timer -- Slurm too when the config enables it;
+- ``npd``: a node-problem-detector custom plugin -- no Slurm, first line at most 80 characters.
+
+Every mode writes the node_exporter textfile when the config names a directory, and exits 0 ready, 1 not ready,
+2 unknown (facts that could not be gathered, a hung nvidia-smi, a config it cannot read).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import sys
+import time
+
+from ansible_collections.gpufleet.preflight.plugins.module_utils import _metrics
+from ansible_collections.gpufleet.preflight.plugins.module_utils import _node_facts
+from ansible_collections.gpufleet.preflight.plugins.module_utils import _policy
+from ansible_collections.gpufleet.preflight.plugins.module_utils import _readiness_options
+from ansible_collections.gpufleet.preflight.plugins.module_utils import _slurm
+from ansible_collections.gpufleet.preflight.plugins.module_utils._run import find_executable, run_with_timeout, search_path
+
+DEFAULT_CONFIG = "/etc/gpufleet-preflight/health_check.json"
+MODES = ("slurm", "check", "npd")
+READY, NOT_READY, UNKNOWN = 0, 1, 2
+NPD_LINE = 80
+# Under slurmd the environment has no PATH: the usual places, then where Slurm and NVIDIA install.
+SYSTEM_DIRS = ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin", "/opt/slurm/bin"]
+CONFIG_KEYS = ("policy", "slurm", "metrics_dir", "metrics_file")
+SLURM_KEYS = ("enabled", "node_name", "reason_prefix", "state_dir", "slurm_conf")
+
+
+def parse_args(argv, environ):
+    """``(mode, config path, verbose)``; ValueError naming the argument."""
+    mode = "slurm" if environ.get("SLURMD_NODENAME") else "check"
+    config = environ.get("GPUFLEET_HEALTH_CHECK_CONFIG") or DEFAULT_CONFIG
+    verbose = False
+    args = list(argv)
+    while args:
+        arg = args.pop(0)
+        if arg in ("--mode", "--config") and not args:
+            raise ValueError("%s needs a value" % arg)
+        if arg == "--mode":
+            mode = args.pop(0)
+            if mode not in MODES:
+                raise ValueError("--mode must be one of %s, got %r" % (", ".join(MODES), mode))
+        elif arg == "--config":
+            config = args.pop(0)
+        elif arg in ("-v", "--verbose"):
+            verbose = True
+        else:
+            raise ValueError("unknown argument %r (usage: [--mode slurm|check|npd] [--config PATH] [-v])" % arg)
+    return mode, config, verbose
+
+
+def load_config(path):
+    """The config the role installed, checked: dict(policy (complete), slurm, metrics_dir, metrics_file)."""
+    try:
+        with open(path) as handle:
+            data = json.load(handle)
+    except (IOError, OSError) as exc:
+        raise ValueError("config %s: %s" % (path, exc.strerror or exc))
+    except ValueError as exc:
+        raise ValueError("config %s: not JSON: %s" % (path, exc))
+    if not isinstance(data, dict):
+        raise ValueError("config %s: must be a JSON object" % path)
+    unknown = sorted(set(data) - set(CONFIG_KEYS))
+    if unknown:
+        raise ValueError("config %s: unknown keys %s" % (path, ", ".join(unknown)))
+    policy = _readiness_options.defaults()
+    given = data.get("policy") or {}
+    unknown = sorted(set(given) - set(policy))
+    if unknown:
+        raise ValueError("config %s: policy: unknown options %s" % (path, ", ".join(unknown)))
+    policy.update(given)
+    slurm = dict(enabled=False, node_name=None, reason_prefix=_slurm.DEFAULT_PREFIX, state_dir=_slurm.DEFAULT_STATE_DIR,
+                 slurm_conf=None)
+    unknown = sorted(set(data.get("slurm") or {}) - set(SLURM_KEYS))
+    if unknown:
+        raise ValueError("config %s: slurm: unknown keys %s" % (path, ", ".join(unknown)))
+    slurm.update(data.get("slurm") or {})
+    _slurm.validate_prefix(slurm["reason_prefix"])
+    return dict(policy=policy, slurm=slurm, metrics_dir=data.get("metrics_dir"),
+                metrics_file=data.get("metrics_file") or _metrics.DEFAULT_FILE)
+
+
+def node_options(policy):
+    """node_facts' options for this policy, as the readiness action asks for them."""
+    params = dict(
+        gather_subset=_policy.subsets_for(policy),
+        build_process_names=policy["build_process_names"],
+        build_process_patterns=policy["build_process_patterns"],
+        gpu_timeout=policy["gpu_timeout"],
+        disk_paths=[policy["build_path"]],
+        kernel_events_window=policy["kernel_events_window"],
+        toolchain_python=policy.get("toolchain_python"),
+    )
+    return _node_facts.validate_options(params, _node_facts.SUBSETS)
+
+
+def exit_code(ready, checks):
+    if ready:
+        return READY
+    statuses = set(check["status"] for check in checks)
+    return NOT_READY if "failed" in statuses else UNKNOWN
+
+
+def first_line(ready, checks, message, limit=NPD_LINE):
+    """One line of at most ``limit`` characters: what node-problem-detector shows as the condition's message."""
+    if ready:
+        line = message
+    else:
+        failed = [c for c in checks if c["status"] in ("failed", "unknown")]
+        line = "not ready: %s" % ", ".join(c["name"] for c in failed)
+        if len(failed) == 1:
+            line += ": " + _slurm.short_message(failed[0]["message"])
+    line = _slurm.clean_text(line)
+    return line if len(line) <= limit else line[:limit - 3] + "..."
+
+
+def evaluate(config):
+    """Gather and judge: dict(ready, checks, message, facts, duration_seconds, checked_at_epoch)."""
+    started = time.monotonic()
+    policy = _policy.validate_policy(config["policy"], require_jmespath=False)
+    facts = _node_facts.gather(node_options(policy), run_with_timeout)
+    facts = dict((key[len("gpufleet_"):], value) for key, value in facts.items())
+    checks = _policy.evaluate(facts, policy)
+    ready, message = _policy.verdict(checks)
+    return dict(ready=ready, checks=checks, message=message, facts=facts, checked_at_epoch=time.time(),
+                duration_seconds=round(time.monotonic() - started, 3))
+
+
+def act_in_slurm(config, verdict, node_name):
+    slurm = config["slurm"]
+    environ = dict(os.environ)
+    if slurm.get("slurm_conf"):
+        environ["SLURM_CONF"] = slurm["slurm_conf"]
+    dirs = search_path(SYSTEM_DIRS)
+
+    def run(argv):
+        rc, out, err = run_with_timeout(argv, 20, env=environ)
+        return (1 if rc is None else rc), out, err
+
+    failed = [c for c in verdict["checks"] if c["status"] in ("failed", "unknown")]
+    return _slurm.apply(node_name, verdict["ready"], failed, run, lambda name: find_executable(name, dirs),
+                        prefix=slurm["reason_prefix"], state_dir=slurm["state_dir"])
+
+
+def main(argv=None, environ=None, out=None):
+    """The program: returns the exit code (0 ready, 1 not ready, 2 unknown)."""
+    argv = sys.argv[1:] if argv is None else argv
+    environ = os.environ if environ is None else environ
+    out = sys.stdout if out is None else out
+    if "PATH" not in environ:
+        os.environ["PATH"] = os.pathsep.join(SYSTEM_DIRS)  # slurmd gives none; the collectors look on PATH
+    problem = None
+    try:
+        mode, config_path, verbose = parse_args(argv, environ)
+        config = load_config(config_path)
+        verdict = evaluate(config)
+    except ValueError as exc:
+        problem = str(exc)
+    if problem is not None:
+        out.write("unknown: %s\n" % _slurm.clean_text(problem)[:NPD_LINE - 9] + "gpufleet-health-check: %s\n" % problem)
+        return UNKNOWN
+    code = exit_code(verdict["ready"], verdict["checks"])
+    lines = [first_line(verdict["ready"], verdict["checks"], verdict["message"])]
+    for check in verdict["checks"]:
+        if check["status"] in ("failed", "unknown") or (verbose and check["status"] != "ok"):
+            lines.append("%s %s: %s" % (check["status"], check["name"], check["message"]))
+    if mode == "slurm" or (mode == "check" and config["slurm"]["enabled"]):
+        node = config["slurm"]["node_name"] or environ.get("SLURMD_NODENAME") or os.uname()[1].split(".")[0]
+        outcome = act_in_slurm(config, verdict, node)
+        lines.append("slurm: %s" % outcome["message"])
+    if config["metrics_dir"]:
+        problem = None
+        try:
+            _metrics.write_atomic(config["metrics_dir"], _metrics.render(verdict, "health_check"), config["metrics_file"])
+        except (ValueError, IOError, OSError) as exc:
+            problem = str(exc)
+        if problem:
+            lines.append("metrics: not written: %s" % problem)
+    lines.append("took %.2f s" % verdict["duration_seconds"])
+    out.write("\n".join(lines) + "\n")
+    return code

@@ -1,0 +1,89 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: health_check_bundle
+short_description: Build the node-local health check program and validate its policy (controller side)
+version_added: 0.2.0
+author: gpufleet.preflight contributors (@gpufleet)
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+  - ansible.builtin.action_common_attributes.flow
+description:
+  - Writes, on the controller, one zip application holding the collection's node-side health check
+    (C(module_utils/_health_check.py)) and every module it imports - the same collectors and checks the
+    M(gpufleet.preflight.readiness) action uses, and the C(ansible.module_utils) files they need - found by reading
+    their imports, as Ansiballz does for a module. It runs with C(python3 -I health_check.pyz) on Python 3.8 or later,
+    standard library only.
+  - Validates O(policy) against the readiness option table and returns it complete (defaults filled in), so a typo
+    fails here, naming the option, not on every node at every run.
+  - Used by the C(gpufleet.preflight.health_check) role.
+options:
+  dest:
+    description:
+      - Path on the controller for the zip application; written atomically, unchanged when it is the same.
+    type: path
+    required: true
+  policy:
+    description:
+      - Readiness options by name (those of M(gpufleet.preflight.readiness) except C(wait), C(interval) and
+        C(fail_when_not_ready)).
+    type: dict
+    default: {}
+attributes:
+  action:
+    support: full
+  async:
+    support: none
+  bypass_host_loop:
+    support: none
+  check_mode:
+    support: none
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+notes:
+  - An action plugin; it runs on the controller (delegate it to C(localhost) for clarity).
+seealso:
+  - module: gpufleet.preflight.readiness
+  - module: gpufleet.preflight.slurm_node
+"""
+
+EXAMPLES = r"""
+- name: Build the health check
+  gpufleet.preflight.health_check_bundle:
+    dest: /tmp/health_check.pyz
+    policy:
+      profiles: [build]
+      min_available_memory: 64GiB
+  delegate_to: localhost
+  run_once: true
+"""
+
+RETURN = r"""
+dest:
+  description: The file written.
+  returned: always
+  type: str
+modules:
+  description: The modules in the zip application.
+  returned: always
+  type: list
+  elements: str
+size:
+  description: Its size in bytes.
+  returned: always
+  type: int
+policy:
+  description: The policy, complete, as the program's config takes it.
+  returned: always
+  type: dict
+"""
