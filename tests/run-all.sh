@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 export BUILD_DEPS_TEST_TORCH=${BUILD_DEPS_TEST_TORCH:-1}
 STAGES=("$@")
 # vm-images first: it builds and boots the test VMs in the background while the other stages run; vm waits for them.
-[ ${#STAGES[@]} -gt 0 ] || STAGES=(vm-images units lint sanity integration sweep host build roles fleet build-check bench-quick vm)
+[ ${#STAGES[@]} -gt 0 ] || STAGES=(vm-images units lint sanity integration sweep host build roles fleet scheduler build-check bench-quick vm)
 
 # Node-side code must run on every Python that ansible-core supports on targets and this machine has.
 node_pythons() {
@@ -70,7 +70,7 @@ for s in "${STAGES[@]}"; do
     sweep)
       stage "bad-input sweep (tests/sweep: every module, action, filter and role variable family through Ansible)"
       pytest -q -s -p no:cacheprovider -p ci_no_skip tests/sweep ;;
-    host|build|roles|fleet)
+    host|build|roles|fleet|scheduler)
       stage "pytest tests/$s (real processes, cgroups, sshd nodes)"
       if [ -d "tests/$s" ]; then pytest -q -p no:cacheprovider -p ci_no_skip "tests/$s"; else echo "tests/$s: none yet"; fi ;;
     build-check)

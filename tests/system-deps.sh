@@ -20,6 +20,12 @@ qemu-img         qemu-utils
 debootstrap      debootstrap
 mkfs.ext4        e2fsprogs
 chromium         chromium
+slurmctld        slurm-wlm
+slurmd           slurm-wlm
+munged           munge
+prometheus-node-exporter prometheus-node-exporter
+nsenter          util-linux
+ip               iproute2
 "
 
 missing=""

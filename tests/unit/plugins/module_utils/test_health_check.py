@@ -1,0 +1,66 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The node-local health check: arguments, config, exit codes, the 80-character line, and the program itself as
+the role installs it (a zip application run by a bare Python with an empty environment, as slurmd runs it)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import io
+import json
+
+import pytest
+
+from ansible_collections.gpufleet.preflight.plugins.module_utils import _health_check as hc
+
+
+def test_parse_args():
+    assert hc.parse_args([], {"SLURMD_NODENAME": "n1"}) == ("slurm", hc.DEFAULT_CONFIG, False)
+    assert hc.parse_args(["--mode", "npd", "--config", "/x", "-v"], {}) == ("npd", "/x", True)
+    for argv, words in ((["--mode", "nope"], "--mode must be"), (["--config"], "needs a value"), (["-x"], "unknown argument")):
+        with pytest.raises(ValueError, match=words):
+            hc.parse_args(argv, {})
+
+
+@pytest.mark.parametrize("text,words", [
+    ("{", "not JSON"),
+    ("[]", "JSON object"),
+    ('{"polcy": {}}', "unknown keys polcy"),
+    ('{"policy": {"min_available_memry": 1}}', "unknown options min_available_memry"),
+    ('{"slurm": {"reason_prefix": "two words"}}', "reason_prefix"),
+])
+def test_bad_config(tmp_path, text, words):
+    path = tmp_path / "c.json"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=words):
+        hc.load_config(str(path))
+
+
+def test_exit_codes_and_first_line():
+    failed = dict(name="build_processes", status="failed", message="2 build processes still running: x; wait")
+    unknown = dict(name="gpu_count", status="unknown", message="unknown: nvidia-smi timed out after 1 s")
+    assert hc.exit_code(True, []) == 0
+    assert hc.exit_code(False, [failed, unknown]) == 1
+    assert hc.exit_code(False, [unknown]) == 2
+    assert hc.first_line(False, [failed], "") == "not ready: build_processes: 2 build processes still running"
+    many = [dict(failed, name="check_number_%d" % i) for i in range(9)]
+    assert len(hc.first_line(False, many, "")) == 80
+
+
+def test_main_on_this_host_writes_metrics(tmp_path):
+    config = tmp_path / "c.json"
+    config.write_text(json.dumps({"policy": {"profiles": [], "min_available_memory": "1MiB", "max_build_processes": 100000,
+                                             "max_memory_pressure": 100}, "metrics_dir": str(tmp_path)}))
+    out = io.StringIO()
+    assert hc.main(["--config", str(config), "--mode", "check"], {"PATH": "/usr/bin:/bin"}, out) == 0
+    assert out.getvalue().startswith("ready: ")
+    assert 'gpufleet_preflight_ready{source="health_check"} 1' in (tmp_path / "gpufleet_preflight.prom").read_text()
+
+
+def test_missing_config_is_unknown():
+    out = io.StringIO()
+    assert hc.main(["--config", "/nonexistent/c.json"], {}, out) == 2
+    first = out.getvalue().splitlines()[0]
+    assert first.startswith("unknown: config /nonexistent/c.json") and len(first) <= 80
