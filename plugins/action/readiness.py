@@ -7,13 +7,13 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import math
 import time
 
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible_collections.gpufleet.preflight.plugins.module_utils import _policy
 from ansible_collections.gpufleet.preflight.plugins.module_utils import _readiness_options
+from ansible_collections.gpufleet.preflight.plugins.module_utils._values import first_non_finite
 
 NODE_FACTS = "gpufleet.preflight.node_facts"
 
@@ -23,11 +23,7 @@ ARGUMENT_SPEC = _readiness_options.argument_spec()
 
 def non_finite_option(task_args):
     """The first option given NaN or infinity, which ansible-core's int conversion would raise on (OverflowError)."""
-    for name in sorted(task_args):
-        value = task_args[name]
-        if isinstance(value, float) and not math.isfinite(value):
-            return name, value
-    return None
+    return first_non_finite(task_args)
 
 
 def node_failure_message(gathered):

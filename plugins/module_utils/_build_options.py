@@ -11,12 +11,11 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import math
 import os
 import re
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._human import parse_size_option
-from ansible_collections.gpufleet.preflight.plugins.module_utils._values import seconds
+from ansible_collections.gpufleet.preflight.plugins.module_utils._values import non_finite, seconds
 
 # bounds that turn a typo (jobs: 1e99, status_interval: -1) into a clear error instead of a hang
 LIMITS = {"jobs": (1, 4096), "nvcc_threads": (1, 1024), "max_attempts": (1, 64), "min_jobs": (1, 4096),
@@ -33,7 +32,7 @@ def check_number(name, value, low, high):
         return None
     if isinstance(value, bool):  # a YAML true is an int to Python, never a count
         raise ValueError("%s must be a whole number, got %r" % (name, value))
-    if isinstance(value, float) and not math.isfinite(value):
+    if non_finite(value):
         raise ValueError("%s must be a finite number, got %r" % (name, value))
     if not low <= value <= high:
         raise ValueError("%s must be between %s and %s, got %r" % (name, low, high, value))

@@ -7,11 +7,11 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import math
 import re
 
 from ansible.module_utils.common.text.formatters import human_to_bytes
 from ansible.module_utils.six import integer_types, string_types
+from ansible_collections.gpufleet.preflight.plugins.module_utils._values import non_finite
 
 _UNITS = ("B", "Ki", "Mi", "Gi", "Ti", "Pi")
 # ``64GB``: human_to_bytes reads it as 64 GiB, a person may mean 64 x 10^9. Refused, not guessed.
@@ -75,7 +75,7 @@ def parse_size_option(option, value):
     Binary units (``64GiB``, ``64G``) or a whole number of bytes. ``64GB`` (10^9 or 2^30?), ``5 GiB`` and
     non-finite or fractional numbers are refused rather than guessed.
     """
-    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+    if isinstance(value, float) and not non_finite(value) and value.is_integer():
         value = int(value)
     if isinstance(value, string_types):
         decimal = _DECIMAL_UNIT.match(value)

@@ -10,12 +10,12 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import math
 import os
 import re
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._human import human, parse_size_option
 from ansible_collections.gpufleet.preflight.plugins.module_utils._process_match import compile_patterns
+from ansible_collections.gpufleet.preflight.plugins.module_utils._values import non_finite
 from ansible_collections.gpufleet.preflight.plugins.module_utils import _readiness_options
 from ansible_collections.gpufleet.preflight.plugins.module_utils import _gpu_build_checks as gpu_build
 from ansible_collections.gpufleet.preflight.plugins.module_utils import _toolkit_checks as toolkit
@@ -50,7 +50,7 @@ _ARCH = re.compile(r"(sm|compute)_[0-9]+[af]?\Z")
 
 def parse_option_size(option, value):
     """A size option in bytes (``_human.parse_size_option``: binary units or a byte count), also refusing NaN/inf."""
-    if isinstance(value, float) and not math.isfinite(value):
+    if non_finite(value):
         raise ValueError("%s: %r is not a size" % (option, value))
     return parse_size_option(option, value)
 
@@ -102,7 +102,7 @@ def compile_custom_check(index, spec, require_jmespath=True):
         raise ValueError("%s (%s): needs one of equals, max or min to compare the query's result with" % (where, spec["name"]))
     for key in ("max", "min"):
         if key in spec and (isinstance(spec[key], bool) or not isinstance(spec[key], (int, float))
-                            or not math.isfinite(spec[key])):
+                            or non_finite(spec[key])):
             raise ValueError("%s (%s): %s must be a finite number, got %r" % (where, spec["name"], key, spec[key]))
     checked = dict(spec)
     jmespath, missing = load_jmespath()
@@ -135,7 +135,7 @@ def validate_policy(args, require_jmespath=True):
     for entry in entries:
         value = args.get(entry["name"])
         # NaN compares false with everything (a wait that never ends, a timeout never reached); inf never ends.
-        if entry["type"] == "float" and isinstance(value, float) and not math.isfinite(value):
+        if entry["type"] == "float" and non_finite(value):
             raise ValueError("%s: must be a finite number, got %s" % (entry["name"], value))
     for entry in entries:
         if entry["name"] in args:

@@ -3,6 +3,9 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Checks of option values that an argument_spec type cannot express (finite, bounded, absolute).
 
+The ONE place NaN and infinity are recognised (:func:`non_finite`, :func:`first_non_finite`): the readiness
+policy, the readiness action, guarded_build and its option checks all ask here.
+
 ``type=float`` accepts ``nan``, ``inf`` and ``1e99``: a timeout of ``nan`` never fires and one of ``inf``
 never ends. Every node-side option holding seconds goes through :func:`seconds`, every path that must
 not depend on the node's working directory through :func:`absolute_paths`; each raises ValueError
@@ -19,6 +22,23 @@ import re
 
 # A program given by name (found on PATH): no slash, no space, no brackets.
 _PROGRAM_NAME = re.compile(r"^[A-Za-z0-9_.+-]+$")
+
+
+def non_finite(value):
+    """Whether ``value`` is a float NaN or infinity (``nan`` compares false with everything, ``inf`` never ends)."""
+    return isinstance(value, float) and (math.isnan(value) or math.isinf(value))
+
+
+def first_non_finite(params):
+    """``(name, value)`` of the first option (sorted by name) given NaN or infinity, or None.
+
+    ansible-core's int conversion raises ``OverflowError`` on infinity instead of failing the option: callers name
+    the option from this before (or after) the argument spec runs.
+    """
+    for name in sorted(params):
+        if non_finite(params[name]):
+            return name, params[name]
+    return None
 
 
 def seconds(value, option, minimum=0.0, maximum=86400.0 * 7, zero=True):

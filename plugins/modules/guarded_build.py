@@ -417,8 +417,6 @@ failed_steps:
   returned: on failure after the build ran
 """
 
-import math
-
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 
@@ -432,6 +430,7 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._run import (
     run_with_timeout,
     search_path,
 )
+from ansible_collections.gpufleet.preflight.plugins.module_utils._values import first_non_finite
 
 
 def find_in(name, env):
@@ -481,15 +480,12 @@ ARGUMENT_SPEC = dict(
 
 
 def non_finite_option(params):
-    """The first option given NaN or infinity, or None."""
-    for name in sorted(params):
-        value = params[name]
-        if isinstance(value, float) and not math.isfinite(value):
-            return name, value
-    return None
+    """The first option given NaN or infinity, or None (_values: the one place NaN/inf are recognised)."""
+    return first_non_finite(params)
 
 
 def main():
+    module = None
     try:
         module = AnsibleModule(
             argument_spec=ARGUMENT_SPEC,
@@ -498,7 +494,9 @@ def main():
             supports_check_mode=True,
         )
     except OverflowError:
-        # ansible-core's int conversion raises this on infinity instead of failing the option: name it here
+        pass    # ansible-core's int conversion raises this on infinity instead of failing the option: named below
+    if module is None:
+        # outside the except block: fail_json there would carry the handled OverflowError's traceback
         module = AnsibleModule(argument_spec=dict((name, dict(type="raw")) for name in ARGUMENT_SPEC),
                                supports_check_mode=True)
         name, value = non_finite_option(module.params) or ("an option", "inf")

@@ -181,17 +181,21 @@ def main():
             module.fail_json(msg="sources: %s must map to an absolute path, got %r" % (name, path))
     if params["src"]:
         result["fetchcontent"] = scan_fetchcontent(params["src"], params["offline_dir"], params["sources"])
+    # failures are stored and reported outside the except blocks: fail_json there would carry the traceback
+    problem = None
     if params["build_ninja"]:
         try:
             result["ninja"] = read_ninja_summary(params["build_ninja"], keep)
         except (IOError, OSError) as exc:
-            module.fail_json(msg="build_ninja: cannot read %s: %s" % (params["build_ninja"], exc))
-    if params["cmake_cache"]:
+            problem = "build_ninja: cannot read %s: %s" % (params["build_ninja"], exc)
+    if params["cmake_cache"] and problem is None:
         try:
             with open(params["cmake_cache"], "rb") as handle:
                 result["cache_notfound"] = cmake_cache_notfound(handle.read().decode("utf-8", "replace"))
         except (IOError, OSError) as exc:
-            module.fail_json(msg="cmake_cache: cannot read %s: %s" % (params["cmake_cache"], exc))
+            problem = "cmake_cache: cannot read %s: %s" % (params["cmake_cache"], exc)
+    if problem:
+        module.fail_json(msg=problem)
     module.exit_json(**result)
 
 

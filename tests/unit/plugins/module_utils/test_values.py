@@ -11,6 +11,7 @@ import os
 
 import pytest
 
+from ansible_collections.gpufleet.preflight.plugins.module_utils import _values
 from ansible_collections.gpufleet.preflight.plugins.module_utils._values import absolute_paths, program, relaxed_spec, seconds
 
 
@@ -72,3 +73,17 @@ def test_relaxed_spec_makes_numbers_raw_and_keeps_the_rest():
     assert relaxed_spec(spec) == {"a": {"type": "raw", "default": 1}, "b": {"type": "raw"},
                                   "c": {"type": "list", "elements": "str"}}
     assert spec["a"]["type"] == "int"
+
+
+@pytest.mark.parametrize("value, expected", [
+    (float("nan"), True), (float("inf"), True), (float("-inf"), True), (1e308, False), (0.5, False), (3, False),
+    ("nan", False), (None, False), (True, False),
+])
+def test_non_finite_is_recognised_in_one_place(value, expected):
+    assert _values.non_finite(value) is expected
+
+
+def test_first_non_finite_names_the_first_option_by_name():
+    name, value = _values.first_non_finite({"wait": float("inf"), "interval": float("nan"), "jobs": 2})
+    assert name == "interval" and _values.non_finite(value)
+    assert _values.first_non_finite({"wait": 1.0}) is None
