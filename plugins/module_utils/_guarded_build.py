@@ -23,7 +23,7 @@ import time
 from ansible_collections.gpufleet.preflight.plugins.module_utils import _build_engine as engine
 from ansible_collections.gpufleet.preflight.plugins.module_utils import _build_state as state
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build_engine import BuildError, Interrupted
-from ansible_collections.gpufleet.preflight.plugins.module_utils._build_options import check_options
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build_options import check_options, check_size
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build_plan import (
     default_reserve,
     measured_memory_per_thread,
@@ -39,6 +39,7 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._build_process 
     process_start_time,
 )
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build_watchdog import WatchdogConfinement
+from ansible_collections.gpufleet.preflight.plugins.module_utils._compiler_cache import BuildCache
 from ansible_collections.gpufleet.preflight.plugins.module_utils._confinement import (
     CgroupfsConfinement,
     Confinement,
@@ -141,7 +142,21 @@ class GuardedBuild(object):
             params["cmake_policy_version_minimum"], params["ccache_dir"], params["cuda_arch_list"],
             params["environment"])
         env[MARKER_VARIABLE] = self.marker.split("=", 1)[1]  # every process of the build carries it
+        self._compiler_cache(env)
         return env
+
+    def _compiler_cache(self, env):
+        """ccache in depend mode or sccache, in ``env`` and its CMAKE_ARGS (_compiler_cache; issue 22)."""
+        common = os.path.commonpath([self.source, self.build_dir])
+        self.cache = BuildCache(self.params, common if common != "/" else self.source, self.build_dir,
+                                self.run_command, self.find)
+        failure = None
+        try:
+            self.cache.prepare(env, check_size("compiler_cache_max_size", self.params["compiler_cache_max_size"]))
+        except ValueError as exc:
+            failure = str(exc)
+        if failure:
+            raise BuildError(failure)
 
     def _check_options(self):
         checked = check_options(self.params)
@@ -205,7 +220,7 @@ class GuardedBuild(object):
                                                self.revision, self.toolchain, engine.JOB_VARIABLES + (MARKER_VARIABLE,))
 
     def shown_env(self):
-        secret = set(str(key) for key in self.params["environment"])
+        secret = set(str(key) for key in self.params["environment"]) | set(self.cache.SECRET_NAMES)
         variables = engine.set_variables(self.env, self.base_env)
         variables.pop(MARKER_VARIABLE, None)
         return engine.shown_variables(variables, secret)
@@ -218,7 +233,7 @@ class GuardedBuild(object):
             "log": self.log_path, "status": self.status_path, "stamp": self.stamp_path, "run_id": self.run_id,
             "status_path": self.status_path, "stamp_path": self.stamp_path,
             "source_revision": self.revision, "toolchain": self.toolchain, "cgroup": None,
-            "confinement": {"requested": self.strategy},
+            "confinement": {"requested": self.strategy}, "compiler_cache": self.cache.plan(),
         }
 
     # -- status file
@@ -257,7 +272,8 @@ class GuardedBuild(object):
                 except (IOError, OSError) as exc:
                     raise BuildError("cannot write the build log %s: %s" % (self.log_path, exc.strerror or exc))
                 try:
-                    build = BuildProcess(self.command, self.confinement, self.chdir, self.env, log, self.marker)
+                    build = BuildProcess(self.cache.command(self.command), self.confinement, self.chdir, self.env, log,
+                                         self.marker)
                 except (OSError, subprocess.SubprocessError, Unavailable) as exc:
                     raise BuildError("could not start the build %s: %s" % (self.command, exc))
                 located = False
@@ -441,6 +457,7 @@ class GuardedBuild(object):
         jobs = self.jobs
         self.status.update(attempts=attempts, confinement=self.confinement.name)
         self.timeline = Timeline()  # memory and jobs over time, bounded (issue 14)
+        self.cache.begin()
         failure = None
         try:
             for attempt in range(1, params["max_attempts"] + 1):
@@ -475,6 +492,7 @@ class GuardedBuild(object):
 
     def _finish(self, result, attempts, jobs, failure, digest, config):
         duration = round(time.time() - self.started, 2)
+        result["compiler_cache"] = self.status["compiler_cache"] = self.cache.finish()
         if attempts:  # a scope per attempt: the result names the last one that ran
             result["confinement"].update(self.confinement.describe())
             result["cgroup"] = result["confinement"]["cgroup"]

@@ -152,8 +152,39 @@ options:
     description: C(CMAKE_POLICY_VERSION_MINIMUM), e.g. C(3.5) for third-party projects CMake 4 refuses.
     type: str
   ccache_dir:
-    description: C(CCACHE_DIR); sgl-kernel uses ccache only when it is found and this is set.
+    description:
+      - C(CCACHE_DIR); sgl-kernel uses ccache only when it is found and this is set. With O(compiler_cache) omitted,
+        a C(ccache_dir) (or a C(CCACHE_DIR) in the environment) and a ccache on the PATH mean O(compiler_cache=ccache),
+        so that ccache runs in depend mode. Prefer O(compiler_cache) and O(compiler_cache_dir).
     type: path
+  compiler_cache:
+    description:
+      - The compiler cache every CUDA, C++ and C compile goes through (C(-DCMAKE_<LANG>_COMPILER_LAUNCHER) appended
+        to C(CMAKE_ARGS), after a launcher already there).
+      - C(ccache) - 4.0 or newer (older ones are refused), always with C(CCACHE_DEPEND=1) (its default mode hashes
+        C(nvcc -E), which sees one architecture only, and returns OLD objects after host-only or
+        C(__CUDA_ARCH__)-specific edits), C(CCACHE_BASEDIR) (the source and build directories' common parent),
+        C(CCACHE_NOHASHDIR=true) and C(CCACHE_COMPILERCHECK=content); RV(compiler_cache.settings) lists them.
+      - C(sccache) - 0.10 or newer; a server of the build's own (a socket per build directory) started inside the
+        confinement and stopped after each attempt; the shared store of a fleet is O(compiler_cache_redis) or a
+        shared O(compiler_cache_dir).
+      - C(auto) - sccache when O(compiler_cache_redis) is set, else ccache, else sccache, else none (noted).
+      - C(none) - no cache; C(CCACHE_DIR) is removed, C(CCACHE_DISABLE=1) set and launchers left in a reused
+        build directory's CMake cache cleared.
+      - Omitted - as before this option (see O(ccache_dir)).
+    type: str
+    choices: [auto, ccache, sccache, none]
+  compiler_cache_dir:
+    description: The cache's directory (C(CCACHE_DIR) / C(SCCACHE_DIR)); the tool's default when omitted.
+    type: path
+  compiler_cache_max_size:
+    description: The cache's size bound (C(CCACHE_MAXSIZE) / C(SCCACHE_CACHE_SIZE)), binary units (C(20GiB)).
+    type: str
+  compiler_cache_redis:
+    description:
+      - The sccache Redis store shared by the fleet, C(redis://[user[:password]@]host[:port][/db]). The password
+        reaches sccache through C(SCCACHE_REDIS_PASSWORD) only (never a command line) and shows as C(********).
+    type: str
   cuda_arch_list:
     description: C(TORCH_CUDA_ARCH_LIST), e.g. C(12.0a) for Blackwell SM120.
     type: str
@@ -405,6 +436,24 @@ source_revision:
   description: What the stamp records of the source (git HEAD and a hash of modified and untracked files, or a tree hash).
   type: dict
   returned: always
+compiler_cache:
+  description:
+    - The compiler cache the build went through - C(kind) (ccache, sccache, none), C(path), C(version),
+      C(settings) (the variables set, credentials masked), C(notes) - and after a build what this build did with it -
+      C(hits) and C(misses) (whole compiles), C(compiles), C(hit_rate) (0-1), C(uncacheable), C(size_bytes) and
+      C(max_size_bytes) of the cache, C(location) and a C(summary) line. sccache's numbers are the last attempt's.
+  type: dict
+  returned: always
+  sample:
+    kind: ccache
+    version: 4.7.5
+    settings: {CCACHE_DEPEND: "1", CCACHE_NOHASHDIR: "true", CCACHE_COMPILERCHECK: content, CCACHE_BASEDIR: /srv/sgl}
+    hits: 40
+    misses: 2
+    compiles: 42
+    hit_rate: 0.952
+    size_bytes: 1288490188
+    summary: "ccache: 40 of 42 compiles from the cache (95%), cache 1.2Gi"
 log_tail:
   description: The last O(tail_lines) lines of the log.
   type: list
@@ -465,6 +514,10 @@ ARGUMENT_SPEC = dict(
     cmake_args=dict(type="str"),
     cmake_policy_version_minimum=dict(type="str"),
     ccache_dir=dict(type="path"),
+    compiler_cache=dict(type="str", choices=["auto", "ccache", "sccache", "none"]),
+    compiler_cache_dir=dict(type="path"),
+    compiler_cache_max_size=dict(type="str"),
+    compiler_cache_redis=dict(type="str", no_log=True),
     cuda_arch_list=dict(type="str"),
     environment=dict(type="dict", default={}, no_log=True),
     artifacts=dict(type="list", elements="str", default=[]),
