@@ -76,7 +76,8 @@ def _head(path):
 
 def foreign_files(directory, names):
     """Existing files among ``names`` that are not earlier gpufleet reports: never overwritten silently.
-    ``[(path, what it is)]``; anything but a regular file (a FIFO, a link, a device) is never opened."""
+    ``[(path, what it is: a FIFO, a link ... or None for a regular file)]``; anything but a regular file is never
+    opened."""
     found = []
     for name in names:
         path = os.path.join(directory, name)
@@ -89,7 +90,7 @@ def foreign_files(directory, names):
             continue
         head = _head(path)
         if head is None or not _report.is_own_report(name, head):
-            found.append((path, "a file that is not a report written by gpufleet.preflight"))
+            found.append((path, None))
     return found
 
 
@@ -213,7 +214,8 @@ class ActionModule(ActionBase):
         foreign = foreign_files(report_dir, [name for name, _text in pages])
         if foreign:
             raise AnsibleActionFail("report_dir: %s; nothing was overwritten: move %s away or choose another report_dir" % (
-                "; ".join("%s exists and is %s" % (path, what) for path, what in foreign),
+                "; ".join("%s exists and is %snot a report written by gpufleet.preflight" % (path, what + ", " if what else "")
+                          for path, what in foreign),
                 "it" if len(foreign) == 1 else "them"))
         mode = 0o666 & ~current_umask()
         failure = None

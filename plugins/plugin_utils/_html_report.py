@@ -204,7 +204,8 @@ def fleet_memory_chart(report, width=960, height=220):
             missing.append(name)
     known.sort(key=lambda item: (item[0], item[1]))
     labelled = 0 < len(known) <= 40
-    left, right, top, bottom = 64, 12, 16, (110 if labelled else 30)
+    longest = max([len(label(name)) for _a, name, _m in known] + [0]) if labelled else 0
+    left, right, top, bottom = 64, 12, 16, (min(110, 26 + int(longest * 3.8)) if labelled else 30)
     height += bottom - 30
     plot_w, plot_h = width - left - right, height - top - bottom
     most = max([m["effective_total_bytes"] for _a, _n, m in known] + [m.get("required_bytes") or 0 for _a, _n, m in known] + [1])

@@ -16,7 +16,8 @@ import json
 import re
 from xml.etree import ElementTree
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils._checks import printable
+from ansible_collections.gpufleet.preflight.plugins.module_utils._checks import describe_age, printable
+from ansible_collections.gpufleet.preflight.plugins.module_utils._policy import parse_memory_requirement
 
 STATUSES = ("ready", "not_ready", "unreachable")
 PROCESSES_KEPT = 50  # per node, in the report; the count is always the whole number
@@ -162,9 +163,14 @@ def _entry_without_facts(status, reason, failed_checks=()):
 
 
 def required_memory(policy, total):
-    """The bytes a host's policy requires available (``min_available_memory``: ``[absolute, bytes]`` or
-    ``[fraction, f]`` of the effective total), or None."""
+    """The bytes a host's policy requires available (``min_available_memory`` as the option was given, ``4GiB`` or
+    ``0.5`` of the effective total, or parsed: ``[absolute, bytes]``, ``[fraction, f]``), or None."""
     rule = (policy or {}).get("min_available_memory")
+    if isinstance(rule, (str, int, float)) and not isinstance(rule, bool):
+        try:
+            rule = parse_memory_requirement(rule)
+        except ValueError:
+            return None
     if not isinstance(rule, (list, tuple)) or len(rule) != 2 or not isinstance(rule[1], (int, float)):
         return None
     if rule[0] == "fraction":
@@ -366,9 +372,20 @@ def render_table(report, columns=COLUMNS):
 
 # ---------------------------------------------------------------- failures grouped, the grid
 
+_UNKNOWN = re.compile(r"^unknown: (?:[^:]{1,80} state is [^:]{1,40}: )?")
+
+
+def _same_cause(message, other):
+    """Whether ``message`` (an unknown check's) says nothing ``other`` does not: its reason, without the
+    ``unknown: nvidia-smi state is not_found:`` lead, is part of ``other``."""
+    core = _UNKNOWN.sub("", message)
+    return core != message and len(core) >= 20 and core in other
+
+
 def node_failures(entry):
     """A host's failures as ``[(check names, message)]``: checks failing with the same message (a missing
-    ``nvidia-smi`` fails every GPU check) are said once."""
+    ``nvidia-smi`` fails every GPU check) are said once, and so is an unknown check whose reason another
+    failure of the host already says."""
     if entry["status"] == "unreachable":
         return [(("reachable",), entry.get("reason") or "no result")]
     by_message = []
@@ -382,6 +399,13 @@ def node_failures(entry):
                 break
         else:
             by_message.append(([check["name"]], message))
+    for index in range(len(by_message) - 1, -1, -1):
+        names, message = by_message[index]
+        for other in by_message:
+            if other[1] != message and _same_cause(message, other[1]):
+                other[0].extend(names)
+                del by_message[index]
+                break
     if not by_message and entry["status"] == "not_ready":
         by_message.append((list(entry.get("failed_checks") or ["readiness"]), " ".join(str(entry.get("reason") or "").split())))
     return [(tuple(names), message) for names, message in by_message]
@@ -433,19 +457,6 @@ def grid(report):
     return dict(checks=checks, rows=rows)
 
 
-def describe_age(seconds):
-    if not isinstance(seconds, (int, float)):
-        return "-"
-    seconds = int(seconds)
-    if seconds < 60:
-        return "%ds" % seconds
-    if seconds < 3600:
-        return "%dm %02ds" % (seconds // 60, seconds % 60)
-    if seconds < 86400:
-        return "%dh %02dm" % (seconds // 3600, seconds % 3600 // 60)
-    return "%dd %02dh" % (seconds // 86400, seconds % 86400 // 3600)
-
-
 def process_rows(report):
     """Every build process still running, one row each: ``(host, pid, name, state, age)``; state says
     orphaned and/or zombie."""
@@ -454,7 +465,8 @@ def process_rows(report):
         for proc in entry.get("processes") or []:
             state = ", ".join(word for word, flag in (("orphaned", proc.get("orphaned")), ("zombie", proc.get("zombie")))
                               if flag) or "running"
-            rows.append((name, str(proc.get("pid")), str(proc.get("name")), state, describe_age(proc.get("age_seconds"))))
+            rows.append((name, str(proc.get("pid")), str(proc.get("name")), state,
+                         describe_age(proc["age_seconds"]) if isinstance(proc.get("age_seconds"), (int, float)) else "-"))
     return rows
 
 
@@ -503,11 +515,11 @@ def render_markdown(report, columns=COLUMNS):
 
 
 def render_junit(report):
-    """JUnit XML: a test suite per host, a test case per check; unreachable hosts are errors; the gate is a suite
-    of its own whose one case fails when the gate stopped the run."""
+    """JUnit XML: a test suite per host, a test case per check; unreachable hosts are errors; a gate with a limit
+    is a suite of its own (``gate``) whose one case fails when the gate stopped the run."""
     suites = ElementTree.Element("testsuites", name="gpufleet.preflight")
     decision = report.get("gate")
-    if isinstance(decision, dict) and decision.get("decision"):
+    if isinstance(decision, dict) and decision.get("decision") and decision.get("max_not_ready") is not None:
         suite = ElementTree.SubElement(suites, "testsuite", name="gate", tests="1", errors="0", skipped="0",
                                        failures="1" if decision.get("abort") else "0")
         case = ElementTree.SubElement(suite, "testcase", classname="gate", name="max_not_ready")

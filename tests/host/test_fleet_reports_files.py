@@ -12,6 +12,8 @@ import os
 import stat
 import subprocess
 
+import pytest
+
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 PLAYBOOK = os.path.join(REPO, "playbooks", "preflight.yml")
 INVENTORY = os.path.join(REPO, "inventory", "localhost.yml")
@@ -61,3 +63,28 @@ def test_a_host_pattern_matching_nothing_fails_and_writes_nothing(tmp_path):
     assert run.returncode != 0, run.stdout
     assert "preflight_hosts=no_such_group matches no host of the inventory" in run.stdout, run.stdout
     assert not (tmp_path / "reports").exists()
+
+
+@pytest.mark.parametrize("name", ["preflight.md", "preflight.json", "preflight.xml", "preflight.html"])
+def test_a_fifo_named_like_a_report_fails_at_once(tmp_path, name):
+    """It was opened before the is-it-a-file check: the preflight hung for ever (issue 18 item 12)."""
+    (tmp_path / "reports").mkdir()
+    os.mkfifo(str(tmp_path / "reports" / name))
+    env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"))
+    run = subprocess.run(["timeout", "120", "ansible-playbook", "-i", INVENTORY, PLAYBOOK] + LENIENT, cwd=str(tmp_path), env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, check=False)
+    assert run.returncode not in (0, 124), run.stdout[-3000:]
+    assert "%s exists and is a FIFO (named pipe), not a report written by gpufleet.preflight; nothing was overwritten" % (
+        tmp_path / "reports" / name) in run.stdout, run.stdout[-3000:]
+    assert stat.S_ISFIFO(os.lstat(str(tmp_path / "reports" / name)).st_mode)
+
+
+@pytest.mark.parametrize("report_dir, what", [("/dev/full", "a character device"), ("plain", "a regular file")])
+def test_a_report_dir_that_is_no_directory_is_said_so(tmp_path, report_dir, what):
+    """It said 'File exists ... free space there' (issue 18 item 12)."""
+    (tmp_path / "plain").write_text("x")
+    path = report_dir if report_dir.startswith("/") else str(tmp_path / report_dir)
+    run = preflight(tmp_path, "-e", "preflight_report_dir=%s" % path)
+    assert run.returncode != 0
+    assert "report_dir: %s exists and is %s, not a directory" % (path, what) in run.stdout, run.stdout[-3000:]
+    assert "free space" not in run.stdout and "Traceback" not in run.stdout

@@ -2,10 +2,16 @@
 # Copyright: gpufleet.preflight contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """The build report's and the preflight report's HTML pages in a real headless Chromium (Debian's package,
-tests/system-deps.sh): a screenshot is taken and is not blank, the rendered DOM holds one chart per node, and the
-browser's own network log shows it fetched nothing but the page itself.
+tests/system-deps.sh): a screenshot is taken and is not blank, and the browser's own network log shows it fetched
+nothing but the page itself.
 
-GPUFLEET_DOC_IMAGES=1 also copies the preflight screenshot to docs/images (README's build picture is the page
+The preflight pages are the real fleet_reports action's (an ansible-playbook run of
+tests/tools/fleet_reports_recorded.yml) for the results a real 8-node run registered (tests/tools/recorded/) and for
+500 nodes made of them (tests/tools/reports500.py: unreachable, GPU-less, wedged GPU, orphans, OOM, memory-limited
+nodes mixed in), at 1400 and 700 px wide: the DOM holds a grid cell per host and check, every failing host is named
+once per check group, one fleet memory chart, and the 500-node page prints on a few pages (it was over 20,000 px).
+
+GPUFLEET_DOC_IMAGES=1 also copies the screenshots to docs/images (README's build picture is the page
 tests/fleet/test_build_view_fleet.py's real build wrote, taken with the same chromium command)."""
 
 from __future__ import absolute_import, division, print_function
@@ -14,9 +20,11 @@ __metaclass__ = type
 
 import json
 import os
+import re
 import shutil
 import struct
 import subprocess
+import sys
 import tempfile
 import zlib
 
@@ -28,6 +36,8 @@ from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _html_re
 from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _report
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(REPO, "tests", "tools"))
+import reports500  # noqa: E402 pylint: disable=wrong-import-position
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 MIB = 1024 ** 2
 GIB = 1024 ** 3
@@ -61,23 +71,6 @@ def build_report():
         nodes[name] = {"status": {"state": "succeeded", "memory_limit_bytes": 400 * MIB, "timeline": timeline.to_list()},
                        "result": {"failed": False, "attempts": attempts, "final_jobs": 2, "duration": clock}}
     return view.build_report(nodes, finished="2026-12-01T10:00:00Z")
-
-
-def preflight_report():
-    results = {}
-    for index, name in enumerate(NODES):
-        available = (48 - 5 * index) * GIB
-        ready = available >= 16 * GIB
-        results[name] = {
-            "ready": ready,
-            "checks": [{"name": "min_available_memory", "status": "passed" if ready else "failed",
-                        "message": "%dGi available, %s 16Gi" % (available // GIB, ">=" if ready else "below")}],
-            "ansible_facts": {"gpufleet_memory": {"effective": {
-                "available_bytes": available, "available_human": "%dGi" % (available // GIB),
-                "total_bytes": 64 * GIB, "total_human": "64Gi", "limited_by": "cgroup"},
-                "host": {"total_human": "449Gi"}}, "gpufleet_build_processes": {"count": 0}}}
-    results["node8"] = None
-    return _report.build_report(results, finished="2026-12-01T10:00:00Z")
 
 
 def chromium(page, *args):
@@ -174,27 +167,94 @@ def test_the_network_check_sees_what_a_page_fetches(tmp_path):
     assert "http://127.0.0.1:9/x.png" in page_requests(netlog)
 
 
-@pytest.mark.parametrize("name, render, report, charts", [
-    ("build", html.render_build_html, build_report, 8),
-    ("preflight", html.render_preflight_html, preflight_report, 8),
-])
-def test_page_renders_in_chromium(tmp_path, name, render, report, charts):
-    page = str(tmp_path / ("%s.html" % name))
+def test_build_page_renders_in_chromium(tmp_path):
+    page = str(tmp_path / "build.html")
     with open(page, "w") as handle:
-        handle.write(render(report()))
-    height = 2400 if name == "build" else 1000
-    shot = str(tmp_path / ("%s.png" % name))
+        handle.write(html.render_build_html(build_report()))
+    shot = str(tmp_path / "build.png")
     netlog = str(tmp_path / "net.json")
-    proc = chromium(page, "--screenshot=%s" % shot, "--window-size=1000,%d" % height, "--hide-scrollbars",
-                    "--log-net-log=%s" % netlog)
+    proc = chromium(page, "--screenshot=%s" % shot, "--window-size=1000,2400", "--hide-scrollbars", "--log-net-log=%s" % netlog)
     assert os.path.exists(shot), proc.stderr[-3000:]
     share = non_white_share(shot)
     assert share > 0.02, "the screenshot is (nearly) blank: %.4f of its pixels are not white" % share
     outside = [url for url in page_requests(netlog) if url and not url.startswith(("file://", "data:", "about:"))]
     assert not outside, "the page fetched %s" % outside
-
     dom = chromium(page, "--dump-dom").stdout
-    assert dom.count('<svg class="chart"') == charts, dom[:3000]
-    assert "http://" not in dom and "https://" not in dom
-    if os.environ.get("GPUFLEET_DOC_IMAGES") and name == "preflight":  # README's build picture is a real fleet build's
-        shutil.copy(shot, os.path.join(REPO, "docs", "images", "%s-report.png" % name))
+    assert dom.count('<svg class="chart"') == 8, dom[:3000]
+    assert dom.count('class="peak"') == 10 and dom.count('class="jobs"') == 8   # 2 nodes with 2 attempts
+
+
+@pytest.fixture(scope="module")
+def preflight_pages(tmp_path_factory):
+    """``{nodes: (report dir, results)}``: the real fleet_reports action's reports for 8 recorded and 500 nodes."""
+    base = tmp_path_factory.mktemp("preflight-pages")
+    pages = {}
+    for count, results in ((8, reports500.recorded()), (500, reports500.fleet_results(500))):
+        source = str(base / ("results-%d.json" % count))
+        with open(source, "w") as handle:
+            json.dump(results, handle)
+        report_dir = str(base / ("reports-%d" % count))
+        run = subprocess.run([os.path.join(REPO, ".venv", "bin", "ansible-playbook"), "-i", "localhost,", reports500.PLAYBOOK,
+                              "-e", "results_file=%s" % source, "-e", "report_dir=%s" % report_dir, "-e", "max_not_ready=10%"],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, check=False, cwd=REPO)
+        assert run.returncode == 0, run.stdout[-3000:]
+        pages[count] = (report_dir, results)
+    return pages
+
+
+@pytest.mark.parametrize("count, width", [(8, 1400), (8, 700), (500, 1400), (500, 700)])
+def test_preflight_page_renders_in_chromium(tmp_path, preflight_pages, count, width):
+    page = os.path.join(preflight_pages[count][0], "preflight.html")
+    shot = str(tmp_path / ("preflight-%d-%d.png" % (count, width)))
+    netlog = str(tmp_path / "net.json")
+    proc = chromium(page, "--screenshot=%s" % shot, "--window-size=%d,2200" % width, "--hide-scrollbars",
+                    "--log-net-log=%s" % netlog)
+    assert os.path.exists(shot), proc.stderr[-3000:]
+    assert png_pixels_size(shot) == (width, 2200)
+    outside = [url for url in page_requests(netlog) if url and not url.startswith(("file://", "data:", "about:"))]
+    assert not outside, "the page fetched %s" % outside
+    if os.environ.get("GPUFLEET_DOC_IMAGES") and (count == 500 or width == 1400):
+        name = "preflight-report%s%s.png" % ("-500" if count == 500 else "", "-narrow" if width == 700 else "")
+        shutil.copy(shot, os.path.join(REPO, "docs", "images", name))
+
+
+@pytest.mark.parametrize("count", [8, 500])
+def test_preflight_page_dom(preflight_pages, count):
+    report_dir, results = preflight_pages[count]
+    with open(os.path.join(report_dir, "preflight.json")) as handle:
+        report = json.load(handle)
+    dom = chromium(os.path.join(report_dir, "preflight.html"), "--dump-dom").stdout
+    checks = set(c["name"] for entry in report["hosts"].values() for c in entry["checks"])
+    cells = re.findall(r'<td class="c-(ok|failed|unknown|skipped|none)"', dom)
+    assert len(cells) == count * len(checks), (len(cells), count, len(checks))
+    assert len(re.findall(r'<svg class="fleet"', dom)) == 1 and '<svg class="chart"' not in dom
+    # failures grouped by check: every failing host named exactly once in each group it belongs to
+    groups = re.findall(r'<section class="group[^"]*" data-checks="([^"]*)">(.*?)</section>', dom, re.S)
+    assert groups
+    failing = dict((name, set(e["failed_checks"]) or {"reachable"}) for name, e in report["hosts"].items() if e["status"] != "ready")
+    seen = {}
+    for names, body in groups:
+        hosts = [h for bold in re.findall(r"<b>([^<]*)</b>", body) for h in bold.split(", ")]
+        assert len(hosts) == len(set(hosts)), (names, hosts)
+        for host in hosts:
+            seen.setdefault(host, set()).update(names.split(","))
+    assert seen == failing
+    assert "The gate stopped the run: " in dom
+    if count == 500:
+        kinds = reports500.kinds_of(results)
+        assert set(kinds) == set(kind for _n, kind, _s in reports500.KINDS), sorted(kinds)
+
+
+def test_the_500_node_page_prints_on_a_few_pages(tmp_path, preflight_pages):
+    """One chart per node stacked made it over 20,000 px; the grid and the host table fold above 50 hosts."""
+    pdf = str(tmp_path / "page.pdf")
+    chromium(os.path.join(preflight_pages[500][0], "preflight.html"), "--no-pdf-header-footer", "--print-to-pdf=%s" % pdf)
+    with open(pdf, "rb") as handle:
+        pages = [int(n) for n in re.findall(rb"/Count (\d+)", handle.read())]
+    assert pages and max(pages) <= 4, pages
+
+
+def png_pixels_size(path):
+    with open(path, "rb") as handle:
+        head = handle.read(24)
+    return struct.unpack(">II", head[16:24])

@@ -211,6 +211,8 @@ def test_junit_gate_case_passes_when_the_run_goes_on(report):
     report["gate"] = _report.gate(report, "3")
     suite = ElementTree.fromstring(_report.render_junit(report)).find("testsuite")
     assert suite.get("name") == "gate" and suite.get("failures") == "0" and suite.find("testcase/failure") is None
+    report["gate"] = _report.gate(report, None)   # no limit: no gate to pass or fail, no suite
+    assert [s.get("name") for s in ElementTree.fromstring(_report.render_junit(report))] == ["node1", "node2", "node3", "node4"]
 
 
 def test_one_column_list_drives_console_markdown_and_html(report):
@@ -326,3 +328,24 @@ def test_results_of_the_wrong_shape_are_refused_naming_the_host(result, named):
     with pytest.raises(ValueError) as err:
         _report.check_results({"h1": result})
     assert named in str(err.value)
+
+
+def test_an_unknown_check_whose_reason_another_failure_says_is_merged_into_it():
+    """The GPU-less node of the fleet test: gpu_count says it with its numbers, four checks say 'unknown: ...'."""
+    reason = "nvidia-smi not found on PATH or in /usr/bin: is the NVIDIA driver installed?"
+    checks = [check("gpu_count", "failed", "0 GPUs usable, 8 expected: %s (not_found)" % reason)]
+    checks += [check(name, "unknown", "unknown: nvidia-smi state is not_found: %s" % reason)
+               for name in ("compute_capability", "ecc_errors", "row_remaps")]
+    checks += [check("disk_space", "unknown", "unknown: disk facts were not gathered")]
+    entry = _report.build_report({"n": readiness(False, checks)})["hosts"]["n"]
+    assert _report.node_failures(entry) == [
+        (("gpu_count", "compute_capability", "ecc_errors", "row_remaps"), "0 GPUs usable, 8 expected: %s (not_found)" % reason),
+        (("disk_space",), "unknown: disk facts were not gathered")]
+
+
+@pytest.mark.parametrize("rule, total, required", [
+    ("4GiB", 64 * GIB, 4 * GIB), ("0.5", 64 * GIB, 32 * GIB), (0.25, 8 * GIB, 2 * GIB), (["absolute", 3 * GIB], None, 3 * GIB),
+    (["fraction", 0.5], 2 * GIB, GIB), ("lots", GIB, None), (None, GIB, None), (["fraction", 0.5], None, None)])
+def test_the_required_minimum_is_read_from_the_policy_as_given(rule, total, required):
+    """readiness returns the options as given (min_available_memory: 4GiB): the fleet chart draws that minimum."""
+    assert _report.required_memory({"min_available_memory": rule}, total) == required
