@@ -24,12 +24,12 @@ PREFLIGHT = os.path.join(REPO_ROOT, "playbooks", "preflight.yml")
 POLICY = {"preflight_profiles": [], "preflight_min_available_memory": "64MiB", "preflight_max_memory_pressure": 100}
 
 
-def run(cluster, tmp_path, **extra):
+def run(cluster, tmp_path, args=(), **extra):
     extra_vars = dict(POLICY, preflight_slurm=True, preflight_slurm_conf=cluster.slurm.conf,
                       preflight_slurm_state_dir=STATE_DIR(cluster), preflight_report_dir=str(tmp_path / "reports"),
                       preflight_drop_mode="end_host")
     extra_vars.update(extra)
-    result = run_playbook(PREFLIGHT, cluster.fleet.inventory_path, extra_vars=extra_vars,
+    result = run_playbook(PREFLIGHT, cluster.fleet.inventory_path, extra_vars=extra_vars, args=args,
                           env={"ANSIBLE_SHOW_CUSTOM_STATS": "1"})
     TIMINGS.setdefault("preflight_with_slurm_seconds", result.duration)
     return result
@@ -181,3 +181,18 @@ def test_gate_exit_codes(slurm_idle, tmp_path):
     stats = custom_stats(stopping.stdout)
     assert stats["gate"]["decision"] == "stop" and stats["gate"]["abort"] is True and stats["not_ready"] == ["node4"]
     assert failing.rc == 2
+
+
+def test_check_mode_and_scontrol_on_one_host(slurm_idle, tmp_path):
+    """--check reports what it would drain and changes nothing; preflight_slurm_host runs sinfo/scontrol on one host
+    for every node (named by its inventory short name)."""
+    cluster = slurm_idle
+    pid = orphan(cluster, "node2")
+    try:
+        checked = run(cluster, tmp_path, args=["--check"], preflight_slurm_host="node4", preflight_write_reports=False)
+        assert cluster.slurm.node_info("node2")["state"] == "idle"
+    finally:
+        end_orphan(cluster, "node2", pid)
+    assert checked.rc == 0, checked.stdout[-3000:]
+    assert "node2 -> node4" in checked.stdout
+    assert "Slurm: (check mode, nothing done) node2: not ready; draining: gpufleet: build_processes" in checked.stdout
