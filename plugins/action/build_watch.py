@@ -16,6 +16,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
+import signal
 import sys
 import threading
 import time
@@ -293,12 +294,8 @@ class ActionModule(ActionBase):
         redraw = args["redraw"] == "always" or (args["redraw"] == "auto" and controller_on_terminal())
         started = time.time()
         deadline = started + args["timeout"] if args["timeout"] else None
-        try:
+        with say_on_interrupt(watches):
             polls, nodes = self._watch(watches, args, redraw, started, deadline)
-        except KeyboardInterrupt:
-            # Ctrl-C stops the watching, not the builds: they run on detached (async), each holding its build dir
-            display.display(interrupted_message(watches), stderr=True)
-            raise
         report = view.build_report(nodes, finished=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
         files = []
         if args["write"] and args["report_dir"] is not None:
@@ -318,6 +315,60 @@ class ActionModule(ActionBase):
         result.update(changed=any(r.get("changed") for r in results.values()), results=results, report=report,
                       files=files, polls=polls, msg=view.summary_line(report))
         return result
+
+
+def tell_the_controller(text):
+    """Write ``text`` to ansible-playbook's own standard error. The action runs in a worker process whose stdio is
+    /dev/null and whose Display goes through a queue the interrupted controller no longer reads, so its parent's
+    fd 2 is opened (Linux /proc; appending, so a redirected log is never overwritten); the Display otherwise."""
+    try:
+        fd = os.open("/proc/%d/fd/2" % os.getppid(), os.O_WRONLY | os.O_APPEND | os.O_NOCTTY | os.O_NONBLOCK)
+    except OSError:
+        display.display(text, stderr=True)
+        return
+    try:
+        os.write(fd, ("\n" + text + "\n").encode("utf-8", "replace"))
+    except OSError:
+        display.display(text, stderr=True)
+    finally:
+        os.close(fd)
+
+
+class say_on_interrupt(object):  # pylint: disable=invalid-name
+    """While the watch runs, Ctrl-C (SIGINT, which ansible-playbook forwards to its workers) or SIGTERM first tells
+    the user that the builds run on and how to stop them, then ends the worker as ansible-core's handler would."""
+
+    def __init__(self, watches):
+        self.watches = watches
+        self.previous = {}
+
+    def handle(self, signum, frame):
+        tell_the_controller(interrupted_message(self.watches))
+        previous = self.previous.get(signum)
+        self.restore()
+        if callable(previous):
+            previous(signum, frame)  # ansible-core's worker handler: ends the worker's process group
+        raise KeyboardInterrupt()
+
+    def restore(self):
+        for signum, previous in self.previous.items():
+            try:
+                signal.signal(signum, previous)
+            except (ValueError, TypeError):
+                pass
+        self.previous = {}
+
+    def __enter__(self):
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            try:
+                self.previous[signum] = signal.signal(signum, self.handle)
+            except ValueError:  # not the main thread: nothing to hook
+                pass
+        return self
+
+    def __exit__(self, *exc_info):
+        self.restore()
+        return False
 
 
 def interrupted_message(watches):
