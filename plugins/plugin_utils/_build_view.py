@@ -369,6 +369,19 @@ def events(attempts, timeline):
     return found
 
 
+def compiler_cache(node):
+    """The build's compiler cache (issue 22, guarded_build's ``compiler_cache``): kind, whole compiles from the
+    cache and the hit rate, the cache's size; None when the build had none or has not said yet."""
+    cache = (node.get("result") or {}).get("compiler_cache") or _status(node).get("compiler_cache")
+    if not isinstance(cache, dict) or cache.get("kind") not in ("ccache", "sccache"):
+        return None
+    numbers = dict((key, cache.get(key) if _number(cache.get(key)) else None)
+                   for key in ("hits", "misses", "compiles", "hit_rate", "size_bytes", "max_size_bytes"))
+    summary = cache.get("summary") if isinstance(cache.get("summary"), str) else cache["kind"]
+    return dict(numbers, kind=cache["kind"], summary=printable(_text(summary, MAX_STEP_TEXT)),
+                size_human=human(numbers["size_bytes"]))
+
+
 def node_report(node):
     status = _status(node)
     result = node.get("result") or {}
@@ -399,6 +412,7 @@ def node_report(node):
         log=result.get("log") or status.get("log"),
         timeline=timeline,
         events=events(attempts, timeline),
+        compiler_cache=compiler_cache(node),
     )
 
 
@@ -445,6 +459,8 @@ def render_markdown(report):
         out += ["", "## %s" % cell(name), ""]
         if entry["message"]:
             out += [cell(entry["message"]), ""]
+        if entry.get("compiler_cache"):
+            out += ["Compiler cache: " + cell(entry["compiler_cache"]["summary"]), ""]
         if not entry["attempts"]:
             out.append("No attempt finished.")
             continue
