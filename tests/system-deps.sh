@@ -20,6 +20,9 @@ qemu-img         qemu-utils
 debootstrap      debootstrap
 mkfs.ext4        e2fsprogs
 chromium         chromium
+ccache           ccache
+redis-server     redis-server
+strings          binutils
 slurmctld        slurm-wlm
 slurmd           slurm-wlm
 munged           munge
