@@ -17,8 +17,9 @@ extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
 description:
   - Reads the node's state and drain reason with C(sinfo), then, after LBNL NHC's rules, drains a node that is
-    not ready with C(scontrol update NodeName=<node> State=DRAIN Reason="<prefix> <first failed check>: <short
-    message>") and resumes a ready node B(only when this collection drained it).
+    not ready with C(scontrol update NodeName=<node> State=DRAIN Reason="<prefix> <first failed check> - <short
+    message>") (the reason itself reads C(gpufleet:) then the check's name, a colon and its short message) and
+    resumes a ready node B(only when this collection drained it).
   - A drain is this collection's when a record on the host that runs C(scontrol) (O(state_dir)/C(slurm-<node>.json))
     holds the exact reason text it set AND the time slurmctld recorded for that drain still matches. A person's drain
     whose reason happens to start with O(reason_prefix) therefore is never resumed, nor is one re-set later with the
@@ -26,7 +27,7 @@ description:
   - A drain by anyone else (another reason, or an empty one) is never overwritten nor resumed. Nodes that are not
     responding (C(down*), C(idle*)), down, failing, in maintenance, rebooting, reserved, powering or planned are left
     alone; RV(message) says why.
-  - slurmctld unreachable, C(sinfo)/C(scontrol) missing or a node Slurm does not know: nothing is changed, the task
+  - slurmctld unreachable, C(sinfo)/C(scontrol) missing or a node Slurm does not know - nothing is changed, the task
     does not fail, and RV(error) and a warning say what happened.
 options:
   node_name:
