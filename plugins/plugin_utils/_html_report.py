@@ -31,8 +31,9 @@ TEMPLATE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.p
                             "roles", "preflight", "templates")
 PREFLIGHT_TEMPLATE = "gpufleet_preflight.html.j2"
 BUILD_TEMPLATE = "gpufleet_build.html.j2"
-WIDTH, HEIGHT = 640, 200
-LEFT, RIGHT, TOP, BOTTOM = 56, 44, 14, 28
+WIDTH, HEIGHT = 640, 234
+LEFT, RIGHT, TOP, BOTTOM = 56, 12, 14, 28
+LANE = 34              # the jobs lane under the memory plot: its height, gap included
 OPEN_UP_TO = 50        # hosts: the host table and the grid are open up to this many, folded (<details>) above
 MESSAGES_SHOWN = 8     # per failure group; the rest folded
 LABEL_CHARS = 24
@@ -84,7 +85,7 @@ def label(text, limit=LABEL_CHARS):
 
 def chart_points(timeline, span, top, width=WIDTH, height=HEIGHT):
     """Timeline samples -> SVG ``x,y`` points in the plot area (time on x over ``span`` s, memory on y up to ``top``)."""
-    plot_w, plot_h = width - LEFT - RIGHT, height - TOP - BOTTOM
+    plot_w, plot_h = width - LEFT - RIGHT, height - TOP - BOTTOM - LANE
     points = []
     for sample in timeline:
         x = LEFT + plot_w * (float(sample[0]) / span if span else 0.0)
@@ -136,15 +137,15 @@ def jobs_steps(entry):
 
 
 def memory_chart(name, entry, width=WIDTH, height=HEIGHT):
-    """One node's build as a chart: memory (each interval's maximum), the budget, each attempt's peak, the jobs
-    (a step line on the right axis) and each backoff. Returns the coordinates the template draws."""
+    """One node's build as a chart: memory (each interval's maximum), the budget, each attempt's peak, each backoff,
+    and under it the jobs lane (a step line, labelled at each change). Returns the coordinates the template draws."""
     timeline = entry.get("timeline") or []
     limit = entry.get("memory_limit_bytes") or 0
     markers = peak_markers(entry)
     peak = max([s[1] for s in timeline] + [m["bytes"] for m in markers] + [entry.get("peak_memory_bytes") or 0])
     top = max(limit, peak, 1) * 1.1
     span = max([float(s[0]) for s in timeline] + [float(entry.get("duration") or 0), 1.0])
-    plot_w, plot_h = width - LEFT - RIGHT, height - TOP - BOTTOM
+    plot_w, plot_h = width - LEFT - RIGHT, height - TOP - BOTTOM - LANE
 
     def x_at(seconds):
         return LEFT + plot_w * min(1.0, float(seconds) / span)
@@ -163,17 +164,18 @@ def memory_chart(name, entry, width=WIDTH, height=HEIGHT):
                          for e in entry.get("events") or []])
     steps = jobs_steps(entry)
     most = max([jobs for _t, jobs in steps] + [1])
-    jobs_top = most * 1.25
-    chart["jobs_max"] = most
-    chart["jobs_label_y"] = TOP + plot_h * (1 - most / jobs_top)
+    lane_top, lane_h = TOP + plot_h + 6, 22.0
+
+    def y_jobs(jobs):
+        return lane_top + lane_h * (1 - float(jobs) / most)
+
     points = []
     for index, (moment, jobs) in enumerate(steps):
-        y = TOP + plot_h * (1 - jobs / jobs_top)
         end = steps[index + 1][0] if index + 1 < len(steps) else span
-        points.append("%.1f,%.1f %.1f,%.1f" % (x_at(moment), y, x_at(end), y))
-    chart["jobs_points"] = " ".join(points)
-    chart["jobs_labels"] = [dict(x=x_at(moment) + 3, y=TOP + plot_h * (1 - jobs / jobs_top) - 3, label="jobs %s" % jobs)
-                            for moment, jobs in steps]
+        points.append("%.1f,%.1f %.1f,%.1f" % (x_at(moment), y_jobs(jobs), x_at(end), y_jobs(jobs)))
+    chart.update(lane_top=lane_top, lane_h=lane_h, jobs_points=" ".join(points),
+                 jobs_labels=[dict(x=x_at(moment) + 3, y=min(y_jobs(jobs) + 11, lane_top + lane_h), label="%s jobs" % jobs)
+                              for moment, jobs in steps])
     return chart
 
 

@@ -82,7 +82,7 @@ def test_the_build_chart_reaches_the_recorded_peak_and_draws_the_jobs():
     assert [p["label"] for p in chart["peaks"]] == ["peak 400Mi", "peak 245Mi"]
     assert chart["peaks"][0]["y"] < highest_sample                      # higher on the page than any sample
     assert abs(chart["peaks"][0]["y"] - chart["budget"]["y"]) < 0.01    # 400Mi peak on the 400Mi budget
-    assert [l["label"] for l in chart["jobs_labels"]] == ["jobs 4", "jobs 2"]
+    assert [l["label"] for l in chart["jobs_labels"]] == ["4 jobs", "2 jobs"]
     assert len(chart["jobs_points"].split()) == 4
     text = html.render_build_html(report)
     assert text.count('class="peak"') == 2 and text.count('class="jobs"') == 1
@@ -90,8 +90,8 @@ def test_the_build_chart_reaches_the_recorded_peak_and_draws_the_jobs():
 
 @pytest.mark.parametrize("timeline, span, top, expected", [
     ([[0, 0, 1, 1]], 10, 100, ["56.0,172.0"]),
-    ([[10, 100, 1, 1]], 10, 100, ["596.0,14.0"]),
-    ([[5, 50, 1, 1]], 10, 100, ["326.0,93.0"]),
+    ([[10, 100, 1, 1]], 10, 100, ["628.0,14.0"]),
+    ([[5, 50, 1, 1]], 10, 100, ["342.0,93.0"]),
 ])
 def test_chart_points(timeline, span, top, expected):
     assert html.chart_points(timeline, span, top) == expected
