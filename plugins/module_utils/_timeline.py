@@ -23,7 +23,10 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import os
 import re
+import stat
+import time
 
 DEFAULT_CAPACITY = 240
 MIN_CAPACITY = 8
@@ -142,3 +145,185 @@ def current_step(text):
     if not matches:
         return None
     return matches[-1][2].strip()[:200] or None
+
+
+# ---------------------------------------------------------------- progress that survives a flood, and a learned ETA
+
+_NINJA_STEP = re.compile(r"^\s*\[(\d+)/(\d+)\]\s*(.*?)\s*$")
+SCAN_CHUNK = 1 << 20
+MAX_SCAN_PER_UPDATE = 64 << 20     # a flood beyond this between two updates is skipped (and counted)
+MAX_LINE = 64 << 10                # a longer line is cut: a [N/M] line is short
+MAX_NINJA_LOG = 16 << 20
+MAX_WEIGHTS = 100000
+
+
+def parse_ninja_log(text):
+    """``.ninja_log`` (v5-v7: ``start end mtime output hash``, milliseconds) -> ``{output: seconds}``, the latest
+    entry per output (ninja appends; a step built again replaces the earlier time)."""
+    weights = {}
+    for line in (text or "").splitlines():
+        if not line or line.startswith("#"):
+            continue
+        fields = line.split("\t")
+        if len(fields) < 4:
+            continue
+        try:
+            start, end = int(fields[0]), int(fields[1])
+        except ValueError:
+            continue
+        if end >= start and len(weights) < MAX_WEIGHTS:
+            weights[fields[3]] = (end - start) / 1000.0
+    return weights
+
+
+def step_output(description):
+    """The output a ninja step line names (its last word: ``Building CUDA object CMakeFiles/x.dir/a.cu.o``), or
+    the description itself."""
+    words = (description or "").split()
+    return words[-1] if words else ""
+
+
+def find_ninja_logs(build_dir, depth=3):
+    """``.ninja_log`` files under ``build_dir`` (the ninja dir may be a level or two down, e.g.
+    ``build/{wheel_tag}`` under scikit-build-core), newest first; symlinks not followed."""
+    found = []
+    base = build_dir.rstrip("/").count("/")
+    for path, dirs, files in os.walk(build_dir):
+        if path.count("/") - base >= depth:
+            dirs[:] = []
+        dirs[:] = [d for d in dirs if d not in ("CMakeFiles", "_deps", ".git")]
+        if ".ninja_log" in files:
+            full = os.path.join(path, ".ninja_log")
+            try:
+                found.append((os.lstat(full).st_mtime, full))
+            except OSError:
+                pass
+    return [path for _mtime, path in sorted(found, reverse=True)]
+
+
+def learned_eta(done_outputs, done, total, elapsed, weights):
+    """Seconds left, weighted by what each step took before (``weights``: output -> seconds, from the previous
+    build's ``.ninja_log``), or None without weights or progress.
+
+    Done work is the weights of the steps done in this attempt (an unknown step weighs the median); what is left is
+    (total - done) steps at the mean weight of the steps not done yet - in a build of C++ steps first and heavy
+    CUDA steps after, the rate of the first few minutes says nothing of the hours to come, the weights do. The
+    ratio of elapsed time to done weight carries this machine's speed and parallelism."""
+    if not weights or not total or done is None or not elapsed or elapsed <= 0:
+        return None
+    if done >= total:
+        return 0.0
+    values = sorted(weights.values())
+    median = values[len(values) // 2]
+    done_set = set(done_outputs)
+    done_weight = sum(weights.get(output, median) for output in done_set)
+    if done_weight <= 0:
+        return None
+    unseen = [seconds for output, seconds in weights.items() if output not in done_set]
+    mean_left = sum(unseen) / len(unseen) if unseen else median
+    return round((total - done) * mean_left * (float(elapsed) / done_weight), 1)
+
+
+class ProgressFollower(object):
+    """Follows one attempt's lines of the build log from where it began: every line between two looks is read (in
+    chunks, bounded per look), so ninja's ``[N/M]`` is never pushed out of view by a flood of compiler output (ptxas
+    prints a few lines per kernel and architecture) as it was out of a fixed 8 KiB tail. Remembers the last
+    ``[N/M]``, its step, and which outputs this attempt finished (for ``learned_eta``)."""
+
+    def __init__(self, path, start=0, weights=None, clock=None):
+        self.path = path
+        self.offset = start
+        self.weights = weights or {}
+        self.clock = clock or time.time
+        self.started = self.clock()
+        self.progress = None
+        self.step = None
+        self.done_outputs = []
+        self.skipped_bytes = 0
+        self._partial = b""
+
+    @classmethod
+    def for_build(cls, path, start, build_dir, clock=None):
+        """A follower whose weights come from the newest ``.ninja_log`` under ``build_dir`` (none: no weights)."""
+        weights = {}
+        for ninja_log in find_ninja_logs(build_dir):
+            text = _read_bounded(ninja_log, MAX_NINJA_LOG)
+            if text:
+                weights = parse_ninja_log(text)
+                break
+        return cls(path, start, weights, clock)
+
+    def update(self):
+        """Read what the log gained since the last look; the state: ``{progress, step, eta_seconds}``."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+        except OSError:
+            return self.state()
+        try:
+            size = os.fstat(fd).st_size
+            if size < self.offset:  # truncated or replaced: start over
+                self.offset, self._partial = 0, b""
+            if size - self.offset > MAX_SCAN_PER_UPDATE:
+                self.skipped_bytes += size - MAX_SCAN_PER_UPDATE - self.offset
+                self.offset, self._partial = size - MAX_SCAN_PER_UPDATE, b""
+            os.lseek(fd, self.offset, os.SEEK_SET)
+            while self.offset < size:
+                chunk = os.read(fd, min(SCAN_CHUNK, size - self.offset))
+                if not chunk:
+                    break
+                self.offset += len(chunk)
+                self._lines(chunk)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+        return self.state()
+
+    def _lines(self, chunk):
+        data = self._partial + chunk
+        lines = data.split(b"\n")
+        self._partial = lines.pop()[-MAX_LINE:]
+        for raw in lines:
+            if b"/" not in raw[:32] or not raw.lstrip()[:1] == b"[":
+                continue
+            match = _NINJA_STEP.match(raw[:MAX_LINE].decode("utf-8", "replace"))
+            if match:
+                done, total = int(match.group(1)), int(match.group(2))
+                self.progress = {"done": done, "total": total,
+                                 "percent": round(100.0 * done / total, 1) if total else None}
+                self.step = match.group(3)[:200] or None
+                if len(self.done_outputs) < MAX_WEIGHTS:
+                    self.done_outputs.append(step_output(match.group(3)))
+
+    def state(self):
+        eta = None
+        if self.progress:
+            eta = learned_eta(self.done_outputs, self.progress["done"], self.progress["total"],
+                              self.clock() - self.started, self.weights)
+        return {"progress": self.progress, "step": self.step, "eta_seconds": eta,
+                "eta_basis": "learned" if eta is not None else None, "skipped_bytes": self.skipped_bytes}
+
+
+def _read_bounded(path, limit):
+    """The last ``limit`` bytes of a regular file as text ('' when unreadable or not a regular file)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return ""
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return ""
+        os.lseek(fd, max(0, info.st_size - limit), os.SEEK_SET)
+        chunks, total = [], 0
+        while total < limit:
+            chunk = os.read(fd, min(SCAN_CHUNK, limit - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+        return b"".join(chunks).decode("utf-8", "replace")
+    except OSError:
+        return ""
+    finally:
+        os.close(fd)

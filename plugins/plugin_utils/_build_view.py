@@ -37,7 +37,7 @@ MAX_FAILED_STEPS = 5
 MAX_TEXT = 2000
 MAX_STEP_TEXT = 300
 _NUMBERS = ("attempt", "jobs", "memory_bytes", "memory_limit_bytes", "peak_memory_bytes", "elapsed_seconds",
-            "duration", "updated_at", "module_pid", "build_pgid", "module_start_time")
+            "duration", "updated_at", "module_pid", "build_pgid", "module_start_time", "eta_seconds")
 _TEXTS = ("state", "step", "message", "log", "confinement", "run_id", "name", "memory_human")
 COLUMNS = ("NODE", "PHASE", "PROGRESS", "ETA", "JOBS", "MEMORY / BUDGET", "PEAK", "OOM", "FIRST FAILED STEP")
 REPORT_SIGNATURES = {"build.json": b'{\n  "finished":', "build.md": b"# Fleet build\n",
@@ -303,7 +303,13 @@ def row(name, node):
     else:
         cell = "-"
     backing_off = status.get("state") == "oom-backoff"
-    eta = None if current in FINAL or current == "queued" or backing_off else eta_seconds(progress, attempt_elapsed(status))
+    eta = None
+    if current not in FINAL and current not in ("queued", "starting") and not backing_off:
+        # the node's learned ETA (steps weighted by what each took in the previous build) when it has one, else
+        # the rate of this attempt so far
+        eta = status.get("eta_seconds")
+        if eta is None:
+            eta = eta_seconds(progress, attempt_elapsed(status))
     jobs = status.get("jobs")
     result = node.get("result") or {}
     if result.get("final_jobs") is not None:

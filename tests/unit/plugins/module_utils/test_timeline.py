@@ -116,3 +116,84 @@ def test_close_attempt_adds_a_peak_reached_after_the_last_sample():
     assert len(timeline.to_list()) == 3
     timeline.add(4.0, 5 * MIB, 2, 2)
     assert [s[3] for s in timeline.to_list()] == [1, 1, 1, 2]
+
+
+# ---------------------------------------------------------------- issue 17 item 4: honest progress
+
+from ansible_collections.gpufleet.preflight.plugins.module_utils import _timeline  # noqa: E402
+
+PTXAS = (b"ptxas info    : Compiling entry function '_ZN7cutlass6KernelINS_4gemm6kernel13GemmUniversalIJiiiiEEEEvNT_6Params"
+         b"E' for 'sm_120a'\nptxas info    : Function properties for _ZN7cutlass6Kernel\n    0 bytes stack frame, 0 bytes "
+         b"spill stores, 0 bytes spill loads\nptxas info    : Used 168 registers, used 1 barriers, 98304 bytes smem\n")
+
+
+def test_progress_survives_a_flood_of_compiler_output(tmp_path):
+    """The watch fell back to "configuring -" when ptxas flooded the log: the 8 KiB tail held no [N/M] line."""
+    log = tmp_path / "gpufleet-build.log"
+    log.write_bytes(b"=== an earlier attempt\n[40/76] Building CUDA object old.cu.o\n")
+    follower = _timeline.ProgressFollower(str(log), start=log.stat().st_size)
+    assert follower.update()["progress"] is None, "an earlier attempt's lines are not this attempt's"
+    with open(str(log), "ab") as handle:
+        handle.write(b"[1/76] Building CXX object CMakeFiles/x.dir/a.cpp.o\n")
+        handle.write(b"[2/76] Building CUDA object CMakeFiles/common_ops.dir/csrc/gemm/fp8_gemm_kernel.cu.o\n")
+        handle.write(PTXAS * 40000)       # about 10 MB of ptxas after the last [N/M]
+        handle.write(b"[3/76] Building CUDA object CMakeFiles/common_ops.dir/csrc/gemm/int8_gemm_kernel.cu.o\n")
+        handle.write(PTXAS * 40000)
+        handle.write(b"partial line with no newli")
+    state = follower.update()
+    assert state["progress"] == {"done": 3, "total": 76, "percent": 3.9}
+    assert state["step"] == "Building CUDA object CMakeFiles/common_ops.dir/csrc/gemm/int8_gemm_kernel.cu.o"
+    assert follower.done_outputs[-1] == "CMakeFiles/common_ops.dir/csrc/gemm/int8_gemm_kernel.cu.o"
+    with open(str(log), "ab") as handle:
+        handle.write(b"ne\n[4/76] Linking CXX shared module common_ops.so\n")
+    assert follower.update()["progress"]["done"] == 4 and follower.step == "Linking CXX shared module common_ops.so"
+
+
+def test_a_flood_beyond_the_bound_is_skipped_not_slurped(tmp_path, monkeypatch):
+    monkeypatch.setattr(_timeline, "MAX_SCAN_PER_UPDATE", 1 << 20)
+    log = tmp_path / "log"
+    log.write_bytes(b"[1/9] Building CUDA object a.cu.o\n" + PTXAS * 20000 + b"[2/9] Building CUDA object b.cu.o\n")
+    state = _timeline.ProgressFollower(str(log)).update()
+    assert state["progress"]["done"] == 2 and state["skipped_bytes"] > 0
+
+
+def test_parse_ninja_log():
+    text = ("# ninja log v5\n0\t1500\t0\tCMakeFiles/x.dir/a.cpp.o\tabc\n"
+            "100\t250100\t0\tCMakeFiles/y.dir/gemm.cu.o\tdef\nbroken line\n"
+            "0\t900\t0\tCMakeFiles/x.dir/a.cpp.o\tabc\n")
+    assert _timeline.parse_ninja_log(text) == {"CMakeFiles/x.dir/a.cpp.o": 0.9, "CMakeFiles/y.dir/gemm.cu.o": 250.0}
+
+
+def previous_build_weights():
+    """The previous build: 20 C++ steps of 2 s, then 10 CUDA steps of 200 s (what sgl-kernel's mix looks like)."""
+    weights = dict(("CMakeFiles/x.dir/c%d.cpp.o" % i, 2.0) for i in range(20))
+    weights.update(("CMakeFiles/y.dir/k%d.cu.o" % i, 200.0) for i in range(10))
+    return weights
+
+
+def test_the_learned_eta_counts_the_cuda_steps_not_the_cpp_steps():
+    """After the 20 quick C++ steps in 40 s, the rate says 20 s left for 10 more steps; the weights say 2000 s."""
+    weights = previous_build_weights()
+    done = ["CMakeFiles/x.dir/c%d.cpp.o" % i for i in range(20)]
+    assert _timeline.learned_eta(done, 20, 30, 40.0, weights) == 2000.0
+    # half the CUDA steps done too: 5 x 200 s left, at the speed measured (1040 s for 1040 s of weight)
+    done += ["CMakeFiles/y.dir/k%d.cu.o" % i for i in range(5)]
+    assert _timeline.learned_eta(done, 25, 30, 1040.0, weights) == 1000.0
+    assert _timeline.learned_eta(done, 30, 30, 1040.0, weights) == 0.0
+    assert _timeline.learned_eta(done, 25, 30, 1040.0, {}) is None, "no previous build: no learned ETA"
+
+
+def test_a_follower_learns_from_the_previous_builds_ninja_log(tmp_path):
+    build_dir = tmp_path / "build"
+    ninja_dir = build_dir / "cp311-cp311-linux_x86_64"
+    ninja_dir.mkdir(parents=True)
+    lines = ["# ninja log v6"] + ["0\t%d\t0\t%s\thash" % (int(seconds * 1000), output)
+                                  for output, seconds in sorted(previous_build_weights().items())]
+    (ninja_dir / ".ninja_log").write_text("\n".join(lines) + "\n")
+    log = build_dir / "gpufleet-build.log"
+    log.write_text("".join("[%d/30] Building CXX object CMakeFiles/x.dir/c%d.cpp.o\n" % (i + 1, i) for i in range(20)))
+    now = [1000.0]
+    follower = _timeline.ProgressFollower.for_build(str(log), 0, str(build_dir), clock=lambda: now[0])
+    now[0] += 40.0
+    state = follower.update()
+    assert state["progress"]["done"] == 20 and state["eta_seconds"] == 2000.0 and state["eta_basis"] == "learned"

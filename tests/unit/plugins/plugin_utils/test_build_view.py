@@ -223,3 +223,12 @@ def test_a_stopped_build_shows_stopped():
     report = view.build_report({"n": node})
     assert report["summary"]["stopped"] == 1 and "1 stopped" in view.summary_line(report)
     assert view.render_table({"n": node}, 5)[0] == "BUILD 5s: 1 stopped (of 1)"
+
+
+def test_the_nodes_learned_eta_is_shown_before_the_rate():
+    """Issue 17 item 4: 20 quick C++ steps of 30 in 40 s make the rate say 20 s; the node learned 2000 s."""
+    node = running({"done": 20, "total": 30, "percent": 66.7}, elapsed=40.0)
+    assert view.row("n", node)[3] == "20s"
+    node["status"]["eta_seconds"] = 2000.0
+    assert view.row("n", node)[3] == "33m20s"
+    assert view.check_status(dict(node["status"], eta_seconds="x"))[1] == "the status file's eta_seconds is a string, not a number"
