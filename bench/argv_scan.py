@@ -124,7 +124,8 @@ def main():
                                      "grown by the scan", "ninjas counted"], table_rows)
     grown = medians["bounded_patterns"]["peak_rss_mib"] - medians["bounded_patterns"]["start_rss_mib"]
     targets = [("same count (%d) in every scan" % ninjas, not wrong, "all %d" % ninjas, True),
-               ("a bounded scan with patterns grows by <= 128 MiB (16 MiB of command lines, their text and the matcher's copy)", grown <= 128, "%.0f MiB" % grown),
+               ("a bounded scan with patterns grows by <= 128 MiB (16 MiB of command lines, their text and the "
+                "matcher's copy)", grown <= 128, "%.0f MiB" % grown),
                ("a bounded scan by name <= 2 s", medians["bounded"]["seconds"] <= 2.0,
                 "%.2f s" % medians["bounded"]["seconds"])]
     notes = ["medians over %d rounds, each in a fresh Python (peak RSS is that process's); %.0f s in all with the "

@@ -441,7 +441,8 @@ def build_report(nodes, finished=None):
 def summary_line(report):
     s = report["summary"]
     return "%d done, %d failed, %s%d unreachable (of %d); %d backoff%s, %d OOM kill%s, peak %s, longest %s" % (
-        s["done"], s["failed"], "%d stopped, " % s["stopped"] if s.get("stopped") else "", s["unreachable"], s["nodes"], s["backoffs"], "" if s["backoffs"] == 1 else "s",
+        s["done"], s["failed"], "%d stopped, " % s["stopped"] if s.get("stopped") else "", s["unreachable"], s["nodes"],
+        s["backoffs"], "" if s["backoffs"] == 1 else "s",
         s["oom_kills"], "" if s["oom_kills"] == 1 else "s", s["peak_memory_human"] or "-", duration(s["longest_seconds"]))
 
 
