@@ -56,8 +56,8 @@ for s in "${STAGES[@]}"; do
         echo "units: no node Python under /root/.pyenv; oldest-Python unit run skipped"
       fi ;;
     lint)
-      stage "ansible-lint --profile production"
-      ansible-lint --profile production --offline roles playbooks ;;
+      stage "ansible-lint --profile production (the whole collection, .ansible-lint) + antsibull-changelog lint"
+      ansible-lint --profile production --offline && antsibull-changelog lint ;;
     sanity)
       stage "ansible-test sanity (node-side Pythons: $(node_pythons | sed 's#.*/versions/##; s#/bin##' | tr '\n' ' '))"
       tree=$(ansible_test_tree)

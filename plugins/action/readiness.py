@@ -54,10 +54,14 @@ class ActionModule(ActionBase):
         if bad:
             raise AnsibleActionFail("%s: must be a finite number, got %s" % bad)
         _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        problem = None
         try:
             policy = _policy.validate_policy(args)
         except ValueError as exc:
-            raise AnsibleActionFail(str(exc))
+            problem = str(exc)
+        if problem is not None:
+            # raised outside the except block: the refusal names the option, no chained traceback
+            raise AnsibleActionFail(problem)
 
         node_args = dict(
             gather_subset=_policy.subsets_for(policy),
