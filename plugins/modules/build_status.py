@@ -11,7 +11,7 @@ DOCUMENTATION = r"""
 ---
 module: build_status
 short_description: Read a guarded build's status file, bounded
-version_added: 0.3.0
+version_added: 0.2.0
 author: gpufleet.preflight contributors (@gpufleet)
 description:
   - Reads the status file a M(gpufleet.preflight.guarded_build) writes in its build dir
