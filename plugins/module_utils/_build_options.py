@@ -111,7 +111,9 @@ def check_stop_options(params):
     for name, value in params.items():
         check_text(name, value)
     check_number("stop_timeout", params["stop_timeout"], *LIMITS["stop_timeout"])
-    check_pattern("run_id", params["run_id"], _RUN_ID, "a run id (up to 128 letters, digits and _.:@+-)")
+    if params["run_id"] is not None and not _RUN_ID.match(params["run_id"]):
+        raise ValueError("run_id: %r is not a run id (1 to 128 letters, digits and _.:@+-, not starting with a sign); "
+                         "omit it to have one generated" % (params["run_id"],))
     for name in ("chdir", "log_path", "status_path"):
         check_path(name, params[name], required=name == "chdir")
 

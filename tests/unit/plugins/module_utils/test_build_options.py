@@ -16,6 +16,7 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._build_options 
     check_number,
     check_options,
     check_size,
+    check_stop_options,
 )
 from ansible_collections.gpufleet.preflight.plugins.modules.guarded_build import ARGUMENT_SPEC
 
@@ -114,3 +115,17 @@ def test_check_options_accepts_what_the_docs_allow():
                                    cmake_policy_version_minimum="3.5", threads_variable="", environment={"A": None},
                                    log_path=os.path.join("/tmp", "build.log")))
     assert checked["limit"] == 400 << 20 and checked["per_thread"] == 150 << 20 and checked["reserve"] is None
+
+
+@pytest.mark.parametrize("run_id", ["", "a b", "../x", "-x", "r" * 129])
+def test_a_bad_run_id_is_named(run_id):
+    with pytest.raises(ValueError) as err:
+        check_stop_options(params(chdir="/", run_id=run_id))
+    assert str(err.value).startswith("run_id: ")
+
+
+def test_stop_options_read_only_where_the_build_is():
+    check_stop_options(params(chdir="/nonexistent/still/a/path", run_id="r-1:2@h"))
+    with pytest.raises(ValueError) as err:
+        check_stop_options(params(chdir="/", stop_timeout=0))
+    assert "stop_timeout" in str(err.value)
