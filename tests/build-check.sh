@@ -10,6 +10,17 @@ echo "built $(basename "$tarball"): $(tar -tzf "$tarball" | wc -l) files"
 if tar -tzf "$tarball" | grep -E '(^|/)(\.venv|\.tmp|reports|tests/output|\.ansible)/' ; then
   echo "build_ignore let the files above into the tarball" >&2; exit 1
 fi
+# What Galaxy's importer and users need is there; the development checkout is not (galaxy.yml build_ignore says why).
+listing=$(tar -tzf "$tarball")
+for wanted in LICENSE README.md meta/runtime.yml changelogs/config.yaml tests/sanity/ignore-2.17.txt; do
+  grep -qx "$wanted" <<<"$listing" || { echo "the tarball lacks $wanted" >&2; exit 1; }
+done
+if [ -f changelogs/changelog.yaml ] && ! grep -qx changelogs/changelog.yaml <<<"$listing"; then
+  echo "the tarball lacks changelogs/changelog.yaml" >&2; exit 1
+fi
+if grep -E '^(Makefile|requirements-dev\.txt|bench/|changelogs/fragments/|tests/(unit|sweep|fleet|vm|host|build|tools)/)' <<<"$listing"; then
+  echo "build_ignore let the development files above into the tarball" >&2; exit 1
+fi
 mkdir -p "$work/collections"
 ANSIBLE_COLLECTIONS_PATH="$work/collections" ansible-galaxy collection install "$tarball" -p "$work/collections"
 cd "$work"
