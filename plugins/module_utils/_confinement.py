@@ -165,8 +165,9 @@ class CgroupDir(object):
 # ---------------------------------------------------------------- strategies
 
 class Confinement(object):
-    """The base: ``prepare`` (Unavailable when it cannot run), ``popen_args`` per attempt, ``started`` once the
-    holder runs, ``guard`` on every poll, ``counters`` after the build, ``cleanup`` in every path."""
+    """The base: ``prepare`` (Unavailable when it cannot run), ``prefix`` (argv before the holder) and ``preexec``
+    (run in the child) per attempt, ``started`` once the holder runs, ``guard`` and ``sample`` on every poll,
+    ``counters`` after the build, ``stop`` to end it, ``cleanup`` in every path, ``describe`` for the result."""
 
     # the registry (``_guarded_build.METHODS``) reads these: the method's option value, seconds between two
     # looks while the build runs (None: the status interval), its place in ``auto`` (None: never chosen by auto)
