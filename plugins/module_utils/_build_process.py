@@ -157,6 +157,18 @@ def marker_value(run_id, pid, start_time):
     return "%s=%s:%d:%d" % (MARKER_VARIABLE, run_id, pid, start_time)
 
 
+def dead_runs_marker(marker, proc="/proc"):
+    """Whether ``marker`` (from a status file) is a run's marker whose module no longer runs: only then may what
+    carries it be ended. Anything else read from a file - another variable, a live run's marker - is not."""
+    if not isinstance(marker, str) or "=" not in marker:
+        return False
+    name, value = marker.split("=", 1)
+    parts = value.rsplit(":", 2)
+    if name != MARKER_VARIABLE or len(parts) != 3 or not parts[0] or not parts[1].isdigit() or not parts[2].isdigit():
+        return False
+    return not owner_alive(int(parts[1]), int(parts[2]), proc)
+
+
 def kill_session(sid, proc="/proc", rounds=5):
     """SIGKILL every process of session ``sid``: the build's whole tree, also what ninja started in process groups
     of its own. Nothing outside the session the build was started in is signalled. Returns the pids killed."""

@@ -19,7 +19,7 @@ import time
 from ansible_collections.gpufleet.preflight.plugins.module_utils import _build_state as state
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build_engine import BuildError
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build_options import check_stop_options
-from ansible_collections.gpufleet.preflight.plugins.module_utils._build_process import MARKER_VARIABLE, kill_marked, owner_alive
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build_process import dead_runs_marker, kill_marked, owner_alive
 
 
 def stop_build(build, timeout, check_mode=False, poll=0.1):
@@ -73,7 +73,7 @@ def stop_build(build, timeout, check_mode=False, poll=0.1):
             result["msg"] = "%s: would mark it stopped and end its leftovers" % what
             return result
         marker = status.get("build_marker")
-        killed = kill_marked(marker) if isinstance(marker, str) and marker.startswith(MARKER_VARIABLE + "=") else []
+        killed = kill_marked(marker) if dead_runs_marker(marker) else []
         _mark_stopped(build.status_path, status, "abandoned: its module no longer runs")
         result["msg"] = "%s: marked it stopped (abandoned), ended %d leftover process(es)" % (what, len(killed))
         return result

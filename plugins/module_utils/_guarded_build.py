@@ -33,6 +33,7 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._build_plan imp
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build_process import (
     MARKER_VARIABLE,
     BuildProcess,
+    dead_runs_marker,
     kill_marked,
     marker_value,
     owner_alive,
@@ -429,7 +430,7 @@ class GuardedBuild(object):
         stale = state.stale_status(previous, owner_alive)
         if stale:
             self.result["stale_status"] = stale
-            if isinstance(previous.get("build_marker"), str) and previous["build_marker"].startswith(MARKER_VARIABLE):
+            if dead_runs_marker(previous.get("build_marker")):
                 kill_marked(previous["build_marker"])
 
     def _trap_signals(self):

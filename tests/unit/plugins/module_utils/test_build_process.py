@@ -14,6 +14,7 @@ import time
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build_process import (
     MARKER_VARIABLE,
     BuildProcess,
+    dead_runs_marker,
     kill_marked,
     kill_session,
     owner_alive,
@@ -202,3 +203,12 @@ def test_a_process_is_known_by_pid_and_start_time():
     assert not owner_alive(os.getpid(), me + 1), "a reused pid has another start time"
     assert not owner_alive(999999999, me) and not owner_alive(None, None) and not owner_alive("x", "y")
     assert start_time_of("1 (a b) S 0 1 1 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 4242 0 0") == 4242
+
+
+def test_only_a_dead_runs_marker_from_a_file_is_acted_on():
+    me = process_start_time(os.getpid())
+    assert dead_runs_marker("%s=run:999999999:1" % MARKER_VARIABLE)
+    assert not dead_runs_marker("%s=run:%d:%d" % (MARKER_VARIABLE, os.getpid(), me)), "a live run's marker"
+    for planted in ("PATH=/usr/bin", "%s=" % MARKER_VARIABLE, "%s=x" % MARKER_VARIABLE, None, 5, ["x"],
+                    "%s=:1:2" % MARKER_VARIABLE):
+        assert not dead_runs_marker(planted), planted
