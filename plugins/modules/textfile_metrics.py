@@ -69,7 +69,7 @@ options:
 attributes:
   check_mode:
     support: full
-    details: In check mode the file is not written; RV(changed) says whether it would be.
+    details: In check mode the file is not written; the task reports changed when it would be.
   diff_mode:
     support: none
   platform:
