@@ -365,6 +365,26 @@ def confined_to_guarded_build(kill):
     return not kill.get("global") and any(part.startswith(GUARDED_BUILD_CGROUP_PREFIX) for part in where.split("/"))
 
 
+def describe_oom_kill(kill, domain):
+    """The latest kill for a person: the victim and its cgroup, what killed it, and what to do -- a global OOM whose
+    victim lives outside this node's memory domain is another workload's doing, not this node's build."""
+    victim = "latest %s (pid %s)" % (kill.get("process"), kill.get("pid"))
+    where = kill.get("cgroup")
+    if where:
+        victim += " in cgroup %s" % where
+    age = describe_age(kill["age_seconds"]) if kill.get("age_seconds") is not None else "an unknown time"
+    if kill.get("global"):
+        text = "%s, killed by the whole node (global OOM) %s ago" % (victim, age)
+    else:
+        limit = kill.get("oom_cgroup")
+        text = "%s %s ago%s" % (victim, age, " (the limit of %s)" % limit if limit and limit != where else "")
+    if kill.get("global") and where and domain and not is_within(where, domain):
+        return text + (": the victim is outside this node's memory domain (%s) - another workload on this machine "
+                       "ran it out of memory; free memory there, or give this node a memory limit of its own, before "
+                       "resuming" % domain)
+    return text + ": lower MAX_JOBS and nvcc threads (sgl_kernel_jobs, SGL_KERNEL_COMPILE_THREADS) before resuming"
+
+
 def check_recent_oom(facts, policy):
     name = "recent_oom"
     minutes = _option(policy, "oom_window_minutes")
@@ -386,11 +406,7 @@ def check_recent_oom(facts, policy):
         handled = "%d OOM kill%s inside guarded builds' own cgroups, handled by their job backoff" % (
             confined, "" if confined == 1 else "s") if confined else ""
         return result(name, True, 0, expected + note, handled, "build")
-    latest = recent[-1]
-    scope = "the whole node (global OOM)" if latest.get("global") else "cgroup %s" % (latest.get("cgroup") or "?")
-    message = "%d OOM kill%s in the last %d min, latest %s (pid %s) in %s %s ago: lower MAX_JOBS and nvcc threads " \
-              "(sgl_kernel_jobs, SGL_KERNEL_COMPILE_THREADS) before resuming" % (
-                  len(recent), "" if len(recent) == 1 else "s", minutes, latest.get("process"), latest.get("pid"), scope,
-                  describe_age(latest["age_seconds"]) if latest.get("age_seconds") is not None else "an unknown time")
+    message = "%d OOM kill%s in the last %d min, %s" % (len(recent), "" if len(recent) == 1 else "s", minutes,
+                                                       describe_oom_kill(recent[-1], domain))
     return result(name, False, len(recent), expected + note, message, "build")
 

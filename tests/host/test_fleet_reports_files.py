@@ -62,6 +62,7 @@ def test_a_host_pattern_matching_nothing_fails_and_writes_nothing(tmp_path):
     run = preflight(tmp_path, "-e", "preflight_hosts=no_such_group")
     assert run.returncode != 0, run.stdout
     assert "preflight_hosts=no_such_group matches no host of the inventory" in run.stdout, run.stdout
+    assert "\\'" not in run.stdout and "from an earlier run" in run.stdout, run.stdout  # no literal \' (issue 21)
     assert not (tmp_path / "reports").exists()
 
 

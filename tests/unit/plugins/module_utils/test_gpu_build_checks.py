@@ -260,3 +260,23 @@ def test_recent_oom_on_an_unlimited_systemd_host_counts_a_system_service_kill():
              "memory": {"cgroup": {"path": "/user.slice/user-0.slice/session-4.scope", "limit_path": None},
                         "host_pid_namespace": True}}
     assert nc.check_recent_oom(facts, {})["status"] == "failed"
+
+
+def test_recent_oom_names_a_global_kill_of_a_neighbour_as_outside_this_node():
+    # a global OOM on the shared host killed a process of another container: counted (the machine ran out), but the
+    # hint names the victim and its cgroup and does not blame this node's build (issue 21)
+    facts = {"kernel_events": events(oom=[dict(kill(60, process="java", pid=777, is_global=True), cgroup="/fleet/node2")]),
+             "memory": {"cgroup": {"path": "/fleet/node1/ssh", "limit_path": "/fleet/node1"}}}
+    entry = nc.check_recent_oom(facts, {})
+    assert entry["status"] == "failed"
+    assert "latest java (pid 777) in cgroup /fleet/node2, killed by the whole node (global OOM)" in entry["message"]
+    assert "outside this node's memory domain (/fleet/node1)" in entry["message"]
+    assert "MAX_JOBS" not in entry["message"]
+    facts["kernel_events"]["oom_kills"][0]["cgroup"] = "/fleet/node1/build"
+    inside = nc.check_recent_oom(facts, {})["message"]
+    assert "in cgroup /fleet/node1/build" in inside and "lower MAX_JOBS" in inside and "outside" not in inside
+
+
+def test_recent_oom_names_the_limit_that_killed_when_it_is_another_cgroup():
+    facts = {"kernel_events": events(oom=[dict(kill(60), cgroup="/build/sgl/worker", oom_cgroup="/build")])}
+    assert "in cgroup /build/sgl/worker 1m 00s ago (the limit of /build)" in nc.check_recent_oom(facts, {})["message"]
