@@ -97,7 +97,8 @@ def test_oom_backoff_finishes_confined(hungry):
 
 
 def test_second_build_in_the_same_dir_is_refused(hungry):
-    args = {"cmd": HUNGRY_CMD.format(mib=10, seconds=1), "chdir": hungry, "name": "locktest", "jobs": 1,
+    # steps long enough that the first run is still building when the second (a fresh ansible) gets there
+    args = {"cmd": HUNGRY_CMD.format(mib=10, seconds=4), "chdir": hungry, "name": "locktest", "jobs": 1,
             "memory_limit": "256MiB", "memory_per_thread": "16MiB"}
     first = start_module(args)
     try:
