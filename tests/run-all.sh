@@ -36,9 +36,12 @@ ansible_test_tree() {
 # tests/tools/ci_no_skip.py: with CI=true a skipped test fails.
 export PYTHONPATH="$PWD/tests/tools${PYTHONPATH:+:$PYTHONPATH}"
 
-stage() { printf '\n===== %s =====\n' "$1"; }
+stage() { printf '\n===== %s [%s] =====\n' "$1" "$(date -u +%H:%M:%S)"; }
+# How long each stage took, printed at the end (docs/benchmarks.md keeps a full run's figures).
+TIMES=()
 
 for s in "${STAGES[@]}"; do
+  started=$SECONDS
   case "$s" in
     units)
       stage "unit tests (pytest, table-driven, on captured fixtures), then ansible-test units on 3.11 and the oldest node Python"
@@ -89,5 +92,8 @@ for s in "${STAGES[@]}"; do
       if [ -x bench/run-all.sh ]; then GPUFLEET_BENCH_QUICK=1 bench/run-all.sh; else echo "bench: none yet"; fi ;;
     *) echo "unknown stage $s" >&2; exit 2 ;;
   esac
+  TIMES+=("$(printf '%-12s %4ds' "$s" $((SECONDS - started)))")
 done
-printf '\nall stages passed: %s\n' "${STAGES[*]}"
+printf '\nseconds per stage:\n'
+printf '  %s\n' "${TIMES[@]}"
+printf '\nall stages passed: %s (%ds)\n' "${STAGES[*]}" "$SECONDS"
