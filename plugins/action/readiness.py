@@ -63,16 +63,9 @@ class ActionModule(ActionBase):
             # raised outside the except block: the refusal names the option, no chained traceback
             raise AnsibleActionFail(problem)
 
-        node_args = dict(
-            gather_subset=_policy.subsets_for(policy),
-            build_process_names=args["build_process_names"],
-            build_process_patterns=args["build_process_patterns"],
-            gpu_timeout=args["gpu_timeout"],
-            disk_paths=[args["build_path"]],
-            kernel_events_window=args["kernel_events_window"],
-        )
-        if args["toolchain_python"]:
-            node_args["toolchain_python"] = args["toolchain_python"]
+        node_args = _policy.node_facts_args(policy)
+        if not node_args["toolchain_python"]:
+            del node_args["toolchain_python"]   # unset: the module's own default (the Python that runs it)
 
         started = time.monotonic()
         deadline = started + policy["wait"]

@@ -99,16 +99,7 @@ def load_config(path):
 
 def node_options(policy):
     """node_facts' options for this policy, as the readiness action asks for them."""
-    params = dict(
-        gather_subset=_policy.subsets_for(policy),
-        build_process_names=policy["build_process_names"],
-        build_process_patterns=policy["build_process_patterns"],
-        gpu_timeout=policy["gpu_timeout"],
-        disk_paths=[policy["build_path"]],
-        kernel_events_window=policy["kernel_events_window"],
-        toolchain_python=policy.get("toolchain_python"),
-    )
-    return _node_facts.validate_options(params, _node_facts.SUBSETS)
+    return _node_facts.validate_options(_policy.node_facts_args(policy), _node_facts.SUBSETS)
 
 
 def exit_code(ready, checks):

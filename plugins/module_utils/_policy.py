@@ -93,8 +93,11 @@ def compile_custom_check(index, spec, require_jmespath=True):
     if not isinstance(spec["name"], str) or not spec["name"].strip():
         raise ValueError("%s: name must be a non-empty string, got %r" % (where, spec["name"]))
     if not isinstance(spec["query"], str):
+        query = spec["query"]
+        kind = ("a list" if isinstance(query, (list, tuple)) else "a dict" if isinstance(query, dict)
+                else "a boolean" if isinstance(query, bool) else "a number" if isinstance(query, (int, float)) else "not text")
         raise ValueError("%s (%s): query must be a JMESPath expression as a string (quote it in YAML), got %r (%s)"
-                         % (where, spec["name"], spec["query"], type(spec["query"]).__name__))
+                         % (where, spec["name"], query, kind))
     if spec.get("message") is not None and not isinstance(spec["message"], str):
         raise ValueError("%s (%s): message must be a string, got %r" % (where, spec["name"], spec["message"]))
     bounds = [key for key in ("equals", "max", "min") if key in spec]
@@ -293,6 +296,20 @@ def custom_check_subsets(index, spec):
         raise ValueError("custom_checks[%d] (%s): the query %r reads %s, which node_facts does not gather; the facts are %s"
                          % (index, spec["name"], spec["query"], ", ".join(unknown_names), ", ".join(NODE_SUBSETS)))
     return sorted(names)
+
+
+def node_facts_args(policy):
+    """node_facts' options for this policy: what the readiness action sends to the node, and what the node-local
+    health check gathers with (one place, so both gather the same)."""
+    return dict(
+        gather_subset=subsets_for(policy),
+        build_process_names=policy["build_process_names"],
+        build_process_patterns=policy["build_process_patterns"],
+        gpu_timeout=policy["gpu_timeout"],
+        disk_paths=[policy["build_path"]],
+        kernel_events_window=policy["kernel_events_window"],
+        toolchain_python=policy.get("toolchain_python") or None,
+    )
 
 
 def subsets_for(policy):
