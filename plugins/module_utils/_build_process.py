@@ -227,7 +227,8 @@ class BuildProcess(object):
         read_end, self._report = os.pipe()
         self._reports = os.fdopen(read_end, "rb", 0)
         join = confinement.preexec()
-        holder = [sys.executable or "/usr/bin/python3", "-c", HOLDER, str(self._report), marker]
+        # -E -S: the build environment's PYTHONPATH and site-packages are not the holder's (and it starts faster)
+        holder = [sys.executable or "/usr/bin/python3", "-E", "-S", "-c", HOLDER, str(self._report), marker]
         try:
             self.process = subprocess.Popen(
                 confinement.prefix() + holder + list(command), cwd=cwd, env=env, stdin=subprocess.PIPE,
