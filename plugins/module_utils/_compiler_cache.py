@@ -161,6 +161,17 @@ def redis_variables(url):
     return env
 
 
+def check_directory_option(name, value):
+    """ValueError naming ``name`` unless ``value`` (when given) is an absolute path that is not a file."""
+    if value is None:
+        return
+    if not os.path.isabs(value):
+        raise ValueError("%s: %r is not an absolute path; a relative one would depend on where the module runs"
+                         % (name, value))
+    if os.path.exists(value) and not os.path.isdir(value):
+        raise ValueError("%s: %s exists and is not a directory" % (name, value))
+
+
 def launcher_arguments(chain):
     """CMake arguments that put ``chain`` (programs, outermost first) in front of every CUDA, C++ and C compile.
     A project that adds ccache itself (sgl-kernel's RULE_LAUNCH_COMPILE) then runs ``ccache ccache nvcc``,
@@ -313,6 +324,11 @@ class BuildCache(object):
         requested, legacy = params.get("compiler_cache"), params.get("ccache_dir")
         cache_dir, redis = params.get("compiler_cache_dir"), params.get("compiler_cache_redis")
         self.env, self.max_bytes = env, max_bytes
+        check_directory_option("compiler_cache_dir", cache_dir)
+        if redis:
+            redis_variables(redis)  # refused now, whatever the cache turns out to be
+        if requested is None and (cache_dir or redis):
+            requested = "auto"  # where to cache was given: the cache is asked for
         if requested is None:  # as before this option: ccache when ccache_dir (or CCACHE_DIR) asks for it
             requested = "ccache" if (legacy or env.get("CCACHE_DIR")) and self.find("ccache", env) else "none"
             if requested == "none":

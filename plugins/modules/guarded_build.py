@@ -171,7 +171,8 @@ options:
       - C(auto) - sccache when O(compiler_cache_redis) is set, else ccache, else sccache, else none (noted).
       - C(none) - no cache; C(CCACHE_DIR) is removed, C(CCACHE_DISABLE=1) set and launchers left in a reused
         build directory's CMake cache cleared.
-      - Omitted - as before this option (see O(ccache_dir)).
+      - Omitted - C(auto) when O(compiler_cache_dir) or O(compiler_cache_redis) is set, else as before this option
+        (see O(ccache_dir)).
     type: str
     choices: [auto, ccache, sccache, none]
   compiler_cache_dir:

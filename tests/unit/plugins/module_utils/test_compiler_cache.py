@@ -283,3 +283,20 @@ def test_ccache_finish_reports_this_build():
     result = cache.finish()
     assert result["kind"] == "ccache" and result["version"] == "4.7.5" and result["hits"] == 40
     assert result["settings"]["CCACHE_BASEDIR"] == "/src" and result["summary"].startswith("ccache: 40 of 42")
+
+
+def test_where_to_cache_given_means_auto():
+    cache, env, dummy = prepared(params(compiler_cache_dir="/c"))
+    assert cache.kind == "ccache" and env["CCACHE_DIR"] == "/c"
+    cache, env, dummy = prepared(params(compiler_cache_redis="redis://127.0.0.1:7000"))
+    assert cache.kind == "sccache"
+
+
+@pytest.mark.parametrize("values, message", [
+    (params(compiler_cache_dir="relative/c"), "compiler_cache_dir: 'relative/c' is not an absolute path"),
+    (params(compiler_cache="none", compiler_cache_dir="/etc/passwd"), "compiler_cache_dir: /etc/passwd exists and is not"),
+    (params(compiler_cache="none", compiler_cache_redis="http://h"), "compiler_cache_redis: expected redis://"),
+])
+def test_bad_options_refused_whatever_the_cache(values, message):
+    with pytest.raises(ValueError, match=message):
+        prepared(values)
