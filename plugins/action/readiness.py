@@ -11,6 +11,7 @@ import time
 
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
 from ansible_collections.gpufleet.preflight.plugins.module_utils import _policy
 from ansible_collections.gpufleet.preflight.plugins.module_utils import _readiness_options
 from ansible_collections.gpufleet.preflight.plugins.module_utils._values import first_non_finite
@@ -41,6 +42,20 @@ def node_failure_message(gathered):
     if gathered.get("rc") not in (None, 0):
         parts.append("rc=%s" % gathered["rc"])
     return "%s on the node failed: %s" % (NODE_FACTS, "; ".join(parts) or "it returned no message")
+
+
+# What a failed verdict keeps at the default verbosity: the console shows the failed checks and their fixes, not
+# kilobytes of facts and policy (issue 20 item 3). With -v (or fail_when_not_ready=false) the result is complete.
+LEAN_KEYS = ("ready", "message", "failed_checks", "profiles", "waited_seconds", "attempts", "checked_at", "msg",
+             "failed", "changed")
+
+
+def lean_failure(result):
+    """A failed verdict without facts and policy: the failed checks with their messages (which name the fix)."""
+    lean = dict((key, result[key]) for key in LEAN_KEYS if key in result)
+    lean["checks"] = [dict(name=c["name"], status=c["status"], message=c["message"])
+                      for c in result.get("checks") or [] if c.get("status") in ("failed", "unknown")]
+    return lean
 
 
 class ActionModule(ActionBase):
@@ -109,4 +124,6 @@ class ActionModule(ActionBase):
         result.update(changed=False, ansible_facts=ansible_facts, msg=message)
         if not ready and args["fail_when_not_ready"]:
             result["failed"] = True
+            if Display().verbosity < 1:
+                return lean_failure(result)
         return result

@@ -20,6 +20,10 @@ description:
     C(gpufleet_*) facts), and fails the host when it is not ready unless O(fail_when_not_ready=false).
   - 'The failure message names every failed check in words a person can act on, for example
     C(3 build processes still running: ninja (pid 115, orphaned, 2h 03m\), cc1plus x2).'
+  - When it fails the host, at the default verbosity the result holds only RV(ready), RV(message), RV(failed_checks),
+    RV(checks) narrowed to the failed ones (name, status, message) and the timing, so the console shows the failed
+    checks and their fixes rather than kilobytes of facts and policy; with C(-v), or with O(fail_when_not_ready=false)
+    (as the C(gpufleet.preflight.preflight) role runs it), the result is complete.
   - Checks of a profile that is not selected are reported with status C(skipped) and why; a check whose facts
     could not be gathered fails with status C(unknown) and why; it never passes silently.
   - This is an action plugin; the module file holds its documentation. The C(gpufleet.preflight.preflight) role wraps it.

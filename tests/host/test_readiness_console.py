@@ -1,0 +1,39 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""A failed readiness task on the console (issue 20 item 3): the failed checks and their fixes, not kilobytes of facts
+and policy (28 KB before); -v shows the complete result."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import subprocess
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ARGS = json.dumps({"profiles": [], "min_available_memory": "100TiB"})  # more than any machine: always fails
+
+
+def adhoc(*extra):
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, ".tmp", "collections"))
+    proc = subprocess.run([os.path.join(REPO, ".venv", "bin", "ansible"), "localhost", "-c", "local", "-m",
+                           "gpufleet.preflight.readiness", "-a", ARGS] + list(extra), stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, env=env, cwd=REPO, timeout=300, check=False)
+    return proc.returncode, proc.stdout.decode("utf-8", "replace")
+
+
+def test_failed_verdict_names_checks_and_fixes_without_facts_or_policy():
+    rc, out = adhoc()
+    assert rc == 2, out
+    assert "available_memory" in out and "lower preflight_min_available_memory" in out
+    assert '"policy"' not in out and "gpufleet_memory" not in out and "ansible_facts" not in out
+    assert len(out) < 6000, len(out)
+
+
+def test_verbose_shows_everything():
+    rc, out = adhoc("-v")
+    assert rc == 2
+    assert '"policy"' in out and "gpufleet_memory" in out
