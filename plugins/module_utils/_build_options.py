@@ -16,14 +16,15 @@ import re
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._human import parse_size_option
 from ansible_collections.gpufleet.preflight.plugins.module_utils._values import non_finite, seconds
+from ansible_collections.gpufleet.preflight.plugins.module_utils._versions import FORMS
 
 # bounds that turn a typo (jobs: 1e99, status_interval: -1) into a clear error instead of a hang
 LIMITS = {"jobs": (1, 4096), "nvcc_threads": (1, 1024), "max_attempts": (1, 64), "min_jobs": (1, 4096),
           "max_jobs": (1, 4096), "cpus": (1, 1 << 16), "tail_lines": (0, 100000), "stop_timeout": (1, 3600)}
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")               # a CMake cache variable, an environment variable
-_VERSION = re.compile(r"[0-9]+(\.[0-9]+){0,3}\Z")             # CMAKE_POLICY_VERSION_MINIMUM
+_VERSION = FORMS["version"]                                  # CMAKE_POLICY_VERSION_MINIMUM (the one rule: _versions)
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:@+-]{0,127}\Z")  # a run's id: in file contents and a variable
-_ARCHS = re.compile(r"[0-9]+\.[0-9]+[af]?(\+PTX)?([; ][0-9]+\.[0-9]+[af]?(\+PTX)?)*\Z")  # TORCH_CUDA_ARCH_LIST
+_ARCHS = FORMS["cuda_arch_list"]                             # TORCH_CUDA_ARCH_LIST
 
 
 def check_number(name, value, low, high):

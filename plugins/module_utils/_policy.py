@@ -11,11 +11,11 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
-import re
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._human import human, parse_size_option
 from ansible_collections.gpufleet.preflight.plugins.module_utils._process_match import compile_patterns
 from ansible_collections.gpufleet.preflight.plugins.module_utils._values import non_finite
+from ansible_collections.gpufleet.preflight.plugins.module_utils._versions import FORMS as VERSION_FORMS
 from ansible_collections.gpufleet.preflight.plugins.module_utils import _readiness_options
 from ansible_collections.gpufleet.preflight.plugins.module_utils import _gpu_build_checks as gpu_build
 from ansible_collections.gpufleet.preflight.plugins.module_utils import _toolkit_checks as toolkit
@@ -43,9 +43,6 @@ PROFILE_SUBSETS = {
 }
 CUSTOM_CHECK_KEYS = ("name", "query", "equals", "max", "min", "message")
 
-_VERSION = re.compile(r"[0-9]+(\.[0-9]+){0,3}\Z")
-_COMPUTE_CAPABILITY = re.compile(r"[0-9]+\.[0-9]+\Z")
-_ARCH = re.compile(r"(sm|compute)_[0-9]+[af]?\Z")
 
 
 def parse_option_size(option, value):
@@ -171,9 +168,9 @@ def _text(value):
 
 
 _FORMS = {
-    "version": _VERSION,
-    "arch": _ARCH,
-    "compute_capability": _COMPUTE_CAPABILITY,
+    "version": VERSION_FORMS["version"],
+    "arch": VERSION_FORMS["gpu_arch"],
+    "compute_capability": VERSION_FORMS["compute_capability"],
 }
 _FORM_WHAT = {
     "arch": "a GPU architecture like sm_120a or compute_120",

@@ -12,6 +12,21 @@ import re
 
 VERSION_RE = re.compile(r"([0-9]+(?:\.[0-9]+)+)")
 
+# The written forms an option must have, one rule each: the readiness policy, guarded_build's options and the roles
+# (test gpufleet.preflight.valid_form) all match these.
+FORMS = {
+    "version": re.compile(r"[0-9]+(\.[0-9]+){0,3}\Z"),                    # 3.18, 570.86.15
+    "gpu_arch": re.compile(r"(sm|compute)_[0-9]+[af]?\Z"),                 # sm_120a, compute_120
+    "compute_capability": re.compile(r"[0-9]+\.[0-9]+\Z"),                 # 12.0
+    # TORCH_CUDA_ARCH_LIST: 12.0a, "9.0 12.0+PTX", 9.0;12.0a
+    "cuda_arch_list": re.compile(r"[0-9]+\.[0-9]+[af]?(\+PTX)?([; ][0-9]+\.[0-9]+[af]?(\+PTX)?)*\Z"),
+}
+
+
+def has_form(form, value):
+    """Whether ``value`` (text) is written in ``form`` (a key of FORMS); anything not text is not."""
+    return isinstance(value, str) and bool(FORMS[form].match(value))
+
 
 def version_tuple(text):
     """``'3.31.6'`` -> ``(3, 31, 6)``; None for None or text without a version."""

@@ -48,3 +48,29 @@ def test_the_forms_the_role_regex_got_wrong():
 def test_registered_names():
     assert FilterModule().filters() == {"size_bytes": size_bytes}
     assert valid_size_plugin.TestModule().tests() == {"valid_size": valid_size}
+
+
+# ---- valid_form: the roles' other written forms, the modules' rules (_versions.FORMS)
+
+@pytest.mark.parametrize("form, value, expected", [
+    ("version", "3.31", True), ("version", "570.86.15", True), ("version", "3..18", False), ("version", 3.31, False),
+    ("version", "1.2.3.4.5", False), ("gpu_arch", "sm_120a", True), ("gpu_arch", "sm_12x", False),
+    ("compute_capability", "12.0", True), ("compute_capability", "sm_120", False),
+    ("cuda_arch_list", "12.0a", True), ("cuda_arch_list", "9.0 12.0+PTX", True), ("cuda_arch_list", "9.0;12.0a", True),
+    ("cuda_arch_list", "sm_120", False), ("cuda_arch_list", "   ", False),
+])
+def test_valid_form_is_the_modules_rule(form, value, expected):
+    from ansible_collections.gpufleet.preflight.plugins.test.valid_form import valid_form
+    assert valid_form(value, form) is expected
+
+
+def test_valid_form_names_an_unknown_form():
+    from ansible_collections.gpufleet.preflight.plugins.test.valid_form import valid_form
+    with pytest.raises(AnsibleFilterError, match="valid_form: form 'semver'"):
+        valid_form("1.0", "semver")
+
+
+def test_guarded_build_and_the_policy_use_the_same_forms():
+    from ansible_collections.gpufleet.preflight.plugins.module_utils import _build_options, _policy, _versions
+    assert _build_options._VERSION is _versions.FORMS["version"] is _policy._FORMS["version"]
+    assert _build_options._ARCHS is _versions.FORMS["cuda_arch_list"]
