@@ -187,7 +187,7 @@ OPTIONS = (
              "even when the fleet gate passed). V(end_host) ends the play for it with a message (C(meta: end_host)), so a "
              "gate that passes exits 0 and only a gate that stops the run (O(max_not_ready)) exits non-zero: what "
              "AWX workflows and CI pipelines expect.",
-         ]),
+    ]),
     # ---------------------------------------------------------------- role only: where the fleet runs (issue 19)
     dict(name="slurm", type="bool", default=False, roles=("main", "publish"), action=False, description=[
         "Drain a node that is not ready in Slurm (C(scontrol update State=DRAIN Reason=\"<prefix> <check>: <message>\")) "
@@ -214,7 +214,7 @@ OPTIONS = (
              "Where the host that runs C(scontrol) records the drains this collection set (C(slurm-<node>.json)). "
              "Share it with the C(gpufleet.preflight.health_check) role's C(health_check_slurm_state_dir) so either may "
              "resume the other's drain.",
-         ]),
+    ]),
     dict(name="metrics_dir", type="path", default=None, roles=("main", "publish"), action=False, description=[
         "node_exporter's textfile directory on the nodes (C(--collector.textfile.directory)): each reachable node "
         "gets C(gpufleet_preflight.prom) there (M(gpufleet.preflight.textfile_metrics)). Unset: no metrics.",
