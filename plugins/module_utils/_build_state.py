@@ -24,10 +24,13 @@ import os
 import stat
 import time
 
+from ansible_collections.gpufleet.preflight.plugins.module_utils import _constants
+
 REGISTRY_DIR = "/run/gpufleet-build"  # root's build locks: one per build directory
-STAMP_NAME = ".gpufleet-build.stamp"
-LOG_NAME = "gpufleet-build.log"
-STATUS_NAME = "gpufleet-build.status.json"
+# the file names live in _constants: the roles ask the gpufleet.preflight.build_paths filter for them
+STAMP_NAME = _constants.BUILD_STAMP_NAME
+LOG_NAME = _constants.BUILD_LOG_NAME
+STATUS_NAME = _constants.BUILD_STATUS_NAME
 # tools whose identity goes into the fingerprint: a compiler replaced at the same path makes the build stale
 TOOLCHAIN = (("cc", "CC"), ("c++", "CXX"), ("nvcc", "CUDACXX"), ("cmake", None), ("ninja", None))
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)

@@ -24,3 +24,9 @@ MAX_GPU_TIMEOUT = 600.0
 MAX_KERNEL_EVENTS_WINDOW = 366 * 86400.0
 # Bounded waits: a day is longer than any node takes to settle; 1e99 s would hold the play for ever.
 MAX_WAIT_SECONDS = 86400
+
+# A guarded build's files in its build directory (guarded_build writes them; the roles and build_watch read them
+# through the gpufleet.preflight.build_paths filter, never by spelling the names).
+BUILD_STAMP_NAME = ".gpufleet-build.stamp"
+BUILD_STATUS_NAME = "gpufleet-build.status.json"
+BUILD_LOG_NAME = "gpufleet-build.log"

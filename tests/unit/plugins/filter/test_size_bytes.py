@@ -74,3 +74,28 @@ def test_guarded_build_and_the_policy_use_the_same_forms():
     from ansible_collections.gpufleet.preflight.plugins.module_utils import _build_options, _policy, _versions
     assert _build_options._VERSION is _versions.FORMS["version"] is _policy._FORMS["version"]
     assert _build_options._ARCHS is _versions.FORMS["cuda_arch_list"]
+
+
+def test_build_paths_are_the_modules_own_names():
+    from ansible_collections.gpufleet.preflight.plugins.filter.build_paths import build_paths
+    from ansible_collections.gpufleet.preflight.plugins.module_utils import _build_state
+    paths = build_paths("/opt/src/sgl-kernel/build")
+    assert paths == {"status": "/opt/src/sgl-kernel/build/" + _build_state.STATUS_NAME,
+                     "stamp": "/opt/src/sgl-kernel/build/" + _build_state.STAMP_NAME,
+                     "log": "/opt/src/sgl-kernel/build/" + _build_state.LOG_NAME}
+    with pytest.raises(AnsibleFilterError, match="build_paths: the build directory must be an absolute path"):
+        build_paths("build")
+
+
+def test_no_role_spells_the_build_files():
+    import os
+    repo = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
+    names = ("gpufleet-build.status.json", ".gpufleet-build.stamp", "gpufleet-build.log")
+    found = []
+    for top in ("roles", "playbooks"):
+        for dirpath, _dirs, files in os.walk(os.path.join(repo, top)):
+            for name in files:
+                with open(os.path.join(dirpath, name)) as handle:
+                    text = handle.read()
+                found += ["%s: %s" % (os.path.join(dirpath, name), n) for n in names if n in text]
+    assert not found, "use the gpufleet.preflight.build_paths filter: %s" % found
