@@ -12,7 +12,7 @@ before a cache launcher when there is one) and:
 - finds the source on the compiler's command line (``-c <file>``, else the last argument with a source suffix);
 - expects the peak this source had the last time the node compiled it (``peaks.json``, keyed by the path relative to
   the project root), times a margin; a source never seen gets the default;
-- waits, first come first served, until the sum of what the running compiles reserved plus its own peak fits the
+- waits, first come first served (a later, shorter compile may backfill without delaying the first), until the sum of what the running compiles reserved plus its own peak fits the
   budget (the build cgroup's ``memory.max`` less a reserve, or the configured budget) - alone it always runs, so a
   source bigger than the budget still gets its chance and an OOM backs the build off as before;
 - runs the compiler, then records the largest resident size of any process it started (``RUSAGE_CHILDREN``) as the
@@ -76,6 +76,14 @@ def source_key(source, root=None, cwd=None):
     return path
 
 
+def expected_seconds(peaks, key):
+    """How long this source took the last time (None: never seen, or killed)."""
+    entry = (peaks or {}).get(key) if key else None
+    if entry and entry.get("seconds") and not entry.get("killed"):
+        return float(entry["seconds"])
+    return None
+
+
 def expected_bytes(peaks, key, default_bytes, margin):
     """(bytes this compile is expected to need, whether it was learned)."""
     entry = (peaks or {}).get(key) if key else None
@@ -89,18 +97,40 @@ def reclaim(ledger, alive):
     return dict((pid, entry) for pid, entry in (ledger or {}).items() if alive(int(pid)))
 
 
-def decide(ledger, pid, budget_bytes):
-    """Whether the waiting entry ``pid`` may start now: no earlier waiter is still queued (first come, first served,
-    so a heavy source is not starved by light ones) and its bytes fit beside the running ones - or nothing runs."""
+def decide(ledger, pid, budget_bytes, now=None):
+    """Whether the waiting entry ``pid`` may start now.
+
+    The first waiter starts when its bytes fit beside the running ones, or when nothing runs (alone it always runs).
+    A later waiter may overtake it only without delaying it (backfilling, as batch schedulers do): it must fit now, and
+    either end - by the seconds it took last time - before the running compiles free enough room for the first waiter,
+    or fit beside the first waiter even then. So a heavy source is never starved by light ones, and light ones still
+    fill the room a heavy one leaves."""
+    now = time.time() if now is None else now
     me = ledger[str(pid)]
     running = [e for e in ledger.values() if e.get("state") == "running"]
-    earlier = [e for p, e in ledger.items() if p != str(pid) and e.get("state") == "waiting"
-               and (e["since"], p) < (me["since"], str(pid))]
-    if earlier:
-        return False
-    if not running:
+    used = sum(e["bytes"] for e in running)
+    fits = used + me["bytes"] <= budget_bytes or not running
+    earlier = sorted((e["since"], p) for p, e in ledger.items() if p != str(pid) and e.get("state") == "waiting"
+                     and (e["since"], p) < (me["since"], str(pid)))
+    if not earlier or not fits:
+        return fits
+    head = ledger[earlier[0][1]]
+    # when will the head fit? the running compiles end at start + their learned seconds (unknown: never, as far as
+    # planning goes)
+    ends = sorted((e.get("started", now) + e["seconds"] if e.get("seconds") else float("inf"), e["bytes"]) for e in running)
+    room = budget_bytes - used
+    if room >= head["bytes"] or not running:     # the head starts at its next look
+        shadow, spare = now, max(room - head["bytes"], 0)
+    else:
+        shadow, spare = float("inf"), 0
+        for end, size in ends:
+            room += size
+            if room >= head["bytes"]:
+                shadow, spare = end, room - head["bytes"]
+                break
+    if me.get("seconds") and now + me["seconds"] <= shadow:
         return True
-    return sum(e["bytes"] for e in running) + me["bytes"] <= budget_bytes
+    return me["bytes"] <= spare
 
 
 def record(peaks, key, peak_bytes, seconds, killed, now):
@@ -248,7 +278,7 @@ def load_config(path):
 
 
 # -- the launcher ---------------------------------------------------------------------------------------------------
-def wait_for_room(config, key, need, pid, log):
+def wait_for_room(config, key, need, pid, log, seconds=None):
     """Queue in the ledger, wait until admitted; returns (seconds waited, budget)."""
     state = config["state_dir"]
     ledger_path = os.path.join(state, "ledger.json")
@@ -257,14 +287,14 @@ def wait_for_room(config, key, need, pid, log):
     start = time.time()
     with Locked(lock_path):
         ledger = reclaim(load_json(ledger_path), pid_alive)
-        ledger[str(pid)] = {"state": "waiting", "bytes": need, "source": key, "since": start}
+        ledger[str(pid)] = {"state": "waiting", "bytes": need, "source": key, "since": start, "seconds": seconds}
         save_json(ledger_path, ledger)
     said = False
     while True:
         with Locked(lock_path):
             ledger = reclaim(load_json(ledger_path), pid_alive)
             if str(pid) not in ledger:
-                ledger[str(pid)] = {"state": "waiting", "bytes": need, "source": key, "since": start}
+                ledger[str(pid)] = {"state": "waiting", "bytes": need, "source": key, "since": start, "seconds": seconds}
             if decide(ledger, pid, room):
                 ledger[str(pid)]["state"] = "running"
                 ledger[str(pid)]["started"] = time.time()
@@ -316,7 +346,8 @@ def main(argv=None):
         os.makedirs(os.path.dirname(config["peaks_path"]))
     except OSError:
         pass
-    need, _learned = expected_bytes(load_json(config["peaks_path"]), key, config["default_bytes"], float(config["margin"]))
+    peaks = load_json(config["peaks_path"])
+    need, _learned = expected_bytes(peaks, key, config["default_bytes"], float(config["margin"]))
     pid = os.getpid()
     room = None
     child = None
@@ -331,7 +362,8 @@ def main(argv=None):
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, forward)
     try:
-        _waited, room = wait_for_room(config, key, need, pid, lambda text: sys.stderr.write(text + "\n"))
+        _waited, room = wait_for_room(config, key, need, pid, lambda text: sys.stderr.write(text + "\n"),
+                                      expected_seconds(peaks, key))
         start = time.time()
         child = subprocess.Popen(argv)
         rc = child.wait()

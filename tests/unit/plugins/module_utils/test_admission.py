@@ -52,12 +52,28 @@ def test_decide_fits_beside_running_ones():
 
 
 def test_decide_first_come_first_served():
-    # a heavy source waiting is not overtaken by a light one that would fit: it would starve
-    ledger = {"1": entry("running", 2.8, 1), "2": entry("waiting", 14, 2), "3": entry("waiting", 1, 3)}
-    assert not admission.decide(ledger, 3, 15.5 * GIB)
-    assert not admission.decide(ledger, 2, 15.5 * GIB)
+    # a heavy source waiting is not overtaken by a light one that would delay it: it would starve
+    ledger = {"1": entry("running", 2.8, 1), "2": entry("waiting", 14, 2), "3": entry("waiting", 2, 3)}
+    assert not admission.decide(ledger, 3, 15.5 * GIB, now=10)
+    assert not admission.decide(ledger, 2, 15.5 * GIB, now=10)
+    # 1 GiB fits beside the heavy one even once it runs: no delay
+    ledger["3"] = entry("waiting", 1, 3)
+    assert admission.decide(ledger, 3, 15.5 * GIB, now=10)
     del ledger["1"]
-    assert admission.decide(ledger, 2, 15.5 * GIB)
+    assert admission.decide(ledger, 2, 15.5 * GIB, now=10)
+    # nothing runs: the head starts at its next look, a later one may only start beside it
+    ledger["3"] = entry("waiting", 2, 3)
+    assert not admission.decide(ledger, 3, 15.5 * GIB, now=10)
+
+
+def test_decide_backfills_what_ends_before_the_head_fits():
+    running = dict(entry("running", 2.8, 1), started=0, seconds=100)      # ends at 100
+    ledger = {"1": running, "2": entry("waiting", 14, 2), "3": dict(entry("waiting", 2, 3), seconds=30)}
+    assert admission.decide(ledger, 3, 15.5 * GIB, now=10)        # ends at 40 < 100: does not delay the head
+    ledger["3"]["seconds"] = 95
+    assert not admission.decide(ledger, 3, 15.5 * GIB, now=10)    # would end at 105: it would
+    ledger["3"]["seconds"] = None
+    assert not admission.decide(ledger, 3, 15.5 * GIB, now=10)    # never seen: no backfilling
 
 
 def test_reclaim_drops_dead_launchers():

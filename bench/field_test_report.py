@@ -1,0 +1,147 @@
+#!/usr/bin/env python
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The record of a field test of the real sgl-kernel tree built through the role (bench/field_test.sh):
+per-object times from .ninja_log, per-source peaks from the admission launcher's peaks.json and per compiler process
+from field_test_sampler.py's processes.json, OOM kills and attempts from guarded_build's status file, objects done /
+total, and - when a wheel is there - its size, ``cuobjdump --list-elf`` of its CUDA libraries, ``ldd`` of the
+extension and ``pip install`` of the wheel into a fresh venv. Writes OUT/summary.json and OUT/field-test.md.
+
+    field_test_report.py --build BUILD --venv VENV --out OUT [--wall S] [--rc RC] [--peaks peaks.json]
+"""
+from __future__ import absolute_import, division, print_function
+
+import argparse
+import glob
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import zipfile
+
+GI = 1024.0 ** 3
+
+
+def run(argv, **kwargs):
+    proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, check=False, **kwargs)
+    return proc.returncode, proc.stdout
+
+
+def load(path, default=None):
+    try:
+        with open(path) as handle:
+            return json.load(handle)
+    except (IOError, OSError, ValueError):
+        return default
+
+
+def ninja_steps(build):
+    """[(output, seconds)] of the last build of each output, from every .ninja_log under the build dir."""
+    steps = {}
+    for log in glob.glob(os.path.join(build, "*", ".ninja_log")):
+        with open(log) as handle:
+            for line in handle:
+                if line.startswith("#"):
+                    continue
+                parts = line.rstrip("\n").split("\t")
+                if len(parts) >= 4:
+                    steps[parts[3]] = (int(parts[1]) - int(parts[0])) / 1000.0
+    return steps
+
+
+def cuda_objects(build):
+    """(done, total) CUDA objects of build.ninja (a .cu.o output that exists is done)."""
+    total = done = 0
+    for ninja in glob.glob(os.path.join(build, "*", "build.ninja")):
+        root = os.path.dirname(ninja)
+        with open(ninja) as handle:
+            for line in handle:
+                if line.startswith("build ") and ".cu.o" in line.split(":", 1)[0] and "CUDA_COMPILER" in line:
+                    output = line[6:].split(":", 1)[0].split(" ")[0].replace("$:", ":")
+                    total += 1
+                    done += os.path.exists(os.path.join(root, output))
+    return done, total
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--build", required=True)
+    parser.add_argument("--venv", required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--wall", type=int, default=None)
+    parser.add_argument("--rc", type=int, default=None)
+    parser.add_argument("--peaks", default=os.path.expanduser("~/.cache/gpufleet/admission/peaks.json"))
+    parser.add_argument("--processes", default=None)
+    args = parser.parse_args()
+    build = os.path.abspath(args.build)
+    status = load(os.path.join(build, "gpufleet-build.status.json"), {})
+    peaks = load(args.peaks, {})
+    procs = load(args.processes or os.path.join(args.out, "processes.json"), {"processes": [], "by_name": {}})
+    steps = ninja_steps(build)
+    done, total = cuda_objects(build)
+    attempts = status.get("attempts") or []
+    summary = {"state": status.get("state"), "rc": args.rc, "wall_seconds": args.wall, "cuda_objects_done": done,
+               "cuda_objects_total": total, "attempts": [dict((k, a.get(k)) for k in ("attempt", "jobs", "kind", "oom", "oom_kills",
+                                                                                    "duration", "peak_memory_bytes")) for a in attempts],
+               "oom_kills": sum(a.get("oom_kills") or 0 for a in attempts), "memory_limit": status.get("memory_limit_human")}
+    # per CUDA object: seconds (ninja) and the launcher's learned peak of its source
+    rows = []
+    for output, seconds in sorted(steps.items(), key=lambda kv: -kv[1]):
+        if not output.endswith(".cu.o"):
+            continue
+        source = output.split(".dir/", 1)[-1][:-2]
+        peak = next((v for k, v in peaks.items() if k.endswith(source.split("/")[-1]) and source.split("/")[-1] in k), {})
+        by_name = {}
+        for proc in procs.get("processes") or []:
+            if proc.get("source") and os.path.basename(source).split(".")[0] in os.path.basename(proc["source"]):
+                by_name[proc["name"]] = max(by_name.get(proc["name"], 0), proc["peak_bytes"])
+        rows.append({"object": source, "seconds": seconds, "launcher_peak_bytes": peak.get("peak_bytes"), "by_process": by_name})
+    summary["objects"] = rows
+    wheels = sorted(glob.glob(os.path.join(os.path.dirname(build), "dist", "*.whl")), key=os.path.getmtime)
+    lines = []
+    if wheels:
+        wheel = wheels[-1]
+        summary["wheel"] = {"path": wheel, "bytes": os.path.getsize(wheel)}
+        unpacked = tempfile.mkdtemp(prefix="gpufleet-field-wheel-")
+        with zipfile.ZipFile(wheel) as archive:
+            archive.extractall(unpacked)
+        elf = {}
+        for lib in sorted(glob.glob(os.path.join(unpacked, "**", "*.so"), recursive=True)):
+            rc, out = run(["cuobjdump", "--list-elf", lib])
+            if rc == 0 and out.strip():
+                elf[os.path.relpath(lib, unpacked)] = sorted(set(part for line in out.splitlines() for part in line.split(".")
+                                                                 if part.startswith("sm_") or part.startswith("compute_")))
+        summary["cuobjdump_archs"] = elf
+        ext = next(iter(sorted(glob.glob(os.path.join(unpacked, "sgl_kernel", "**", "common_ops*.so"), recursive=True))), None)
+        if ext:
+            summary["ldd"] = run(["ldd", ext])[1].strip().splitlines()
+        fresh = tempfile.mkdtemp(prefix="gpufleet-field-venv-")
+        run([sys.executable, "-m", "venv", fresh])
+        rc, out = run([os.path.join(fresh, "bin", "pip"), "install", "--no-deps", wheel])
+        summary["pip_install"] = {"rc": rc, "tail": out.strip().splitlines()[-2:]}
+    with open(os.path.join(args.out, "summary.json"), "w") as handle:
+        json.dump(summary, handle, indent=1)
+    lines.append("state %s, playbook rc %s, wall %ss; CUDA objects %d / %d; attempts %s; OOM kills %d; limit %s" % (
+        summary["state"], args.rc, args.wall, done, total, [(a["jobs"], a["kind"]) for a in summary["attempts"]],
+        summary["oom_kills"], summary["memory_limit"]))
+    lines += ["", "| CUDA object | seconds | launcher peak | cicc | cudafe++ | cc1plus | ptxas |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for row in rows:
+        lines.append("| %s | %.0f | %s | %s |" % (row["object"], row["seconds"],
+                     ("%.2f GiB" % (row["launcher_peak_bytes"] / GI)) if row["launcher_peak_bytes"] else "-",
+                     " | ".join(("%.2f GiB" % (row["by_process"][n] / GI)) if row["by_process"].get(n) else "-"
+                                for n in ("cicc", "cudafe++", "cc1plus", "ptxas"))))
+    if "wheel" in summary:
+        lines += ["", "wheel %s: %.1f MiB; pip install into a fresh venv rc %d" % (
+            os.path.basename(summary["wheel"]["path"]), summary["wheel"]["bytes"] / 1024.0 ** 2, summary["pip_install"]["rc"])]
+        lines += ["cuobjdump --list-elf: " + "; ".join("%s: %s" % (k, " ".join(v)) for k, v in summary["cuobjdump_archs"].items())]
+        lines += ["ldd: " + "; ".join(line.strip() for line in summary.get("ldd", []))]
+    text = "\n".join(lines) + "\n"
+    with open(os.path.join(args.out, "field-test.md"), "w") as handle:
+        handle.write(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
