@@ -406,7 +406,6 @@ def check_recent_oom(facts, policy):
         handled = "%d OOM kill%s inside guarded builds' own cgroups, handled by their job backoff" % (
             confined, "" if confined == 1 else "s") if confined else ""
         return result(name, True, 0, expected + note, handled, "build")
-    message = "%d OOM kill%s in the last %d min, %s" % (len(recent), "" if len(recent) == 1 else "s", minutes,
-                                                       describe_oom_kill(recent[-1], domain))
+    message = "%d OOM kill%s in the last %d min, %s" % (
+        len(recent), "" if len(recent) == 1 else "s", minutes, describe_oom_kill(recent[-1], domain))
     return result(name, False, len(recent), expected + note, message, "build")
-

@@ -35,6 +35,7 @@ def load_jmespath():
         return None, "the jmespath Python library is not installed (%s): pip install jmespath" % exc
     return jmespath, None
 
+
 PROFILES = ("build", "gpu")
 COMMON_SUBSETS = ("memory", "build_processes")
 PROFILE_SUBSETS = {
@@ -42,7 +43,6 @@ PROFILE_SUBSETS = {
     "gpu": ("gpus", "kernel_events"),
 }
 CUSTOM_CHECK_KEYS = ("name", "query", "equals", "max", "min", "message")
-
 
 
 def parse_option_size(option, value):
@@ -537,13 +537,12 @@ def evaluate(facts, policy, profile_checks=None):
     """All checks for these facts: every registered one (a profile's not selected: skipped, saying why), then the
     custom ones. ``profile_checks`` (functions) replaces the registry's gpu/build checks (tests of a subset)."""
     if profile_checks is None:
-        registered = [(entry["function"], entry["profile"]) for entry in CHECKS]
+        registered = [entry["function"] for entry in CHECKS]
     else:
-        registered = [(entry["function"], "common") for entry in CHECKS if entry["profile"] == "common"]
-        registered += [(function, None) for function in profile_checks]
+        registered = [entry["function"] for entry in CHECKS if entry["profile"] == "common"] + list(profile_checks)
     checks = []
     selected = set(option(policy, "profiles") or ())
-    for function, profile in registered:
+    for function in registered:
         entry = function(facts, policy)
         if entry is None:
             continue

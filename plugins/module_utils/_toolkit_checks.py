@@ -82,4 +82,3 @@ def check_torch_cuda_matches_nvcc(facts, policy):
     return result(name, ok, "CUDA %s (torch %s)" % (torch["cuda"], torch.get("version")), expected,
                   "" if ok else "torch is built for CUDA %s but nvcc is CUDA %s: their majors must match" % (
                       torch["cuda"], nvcc.get("cuda_version")), "build")
-
