@@ -282,3 +282,17 @@ def test_the_checks_import_no_node_collector():
     collectors = {"_node_facts", "_memory", "_cgroupfs", "_confinement", "_kernel_events", "_toolchain", "_gpus",
                   "_disks", "_cpus", "_processes", "_cuda_libraries", "_mountinfo"}
     assert not collectors & set(loaded), loaded
+
+
+def test_every_check_function_is_registered():
+    # a check written but not listed in _policy.CHECKS would never run: a half-done change fails here
+    import inspect
+    from ansible_collections.gpufleet.preflight.plugins.module_utils import _gpu_build_checks, _toolkit_checks
+    registered = set(entry["function"] for entry in _policy.CHECKS)
+    missing = []
+    for module in (_policy, _gpu_build_checks, _toolkit_checks):
+        for name, function in vars(module).items():
+            if (name.startswith("check_") and inspect.isfunction(function) and function.__module__ == module.__name__
+                    and list(inspect.signature(function).parameters) == ["facts", "policy"] and function not in registered):
+                missing.append("%s.%s" % (module.__name__.rsplit(".", 1)[-1], name))
+    assert not missing, "not in _policy.CHECKS (add a check(...) entry with its reads and options): %s" % ", ".join(missing)
