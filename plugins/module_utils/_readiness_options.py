@@ -20,6 +20,8 @@ variables) and ``roles`` (the preflight role entry points that take it).
 ``size``, ``memory`` (a size or a fraction of the total), ``version`` (``empty``: '' allowed), ``arch``,
 ``compute_capability``, ``absolute_path``, ``path``, ``program_names``, ``process_names``, ``regexes``, ``xids``,
 ``custom_checks``, ``choices`` or ``bool`` (the type bounds it). A float is always refused when not finite.
+Role-only variables (``action=False``) carry a ``check`` too; a form ``validate_policy`` does not know names the
+plugin or task file that enforces it (``by``).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -164,24 +166,27 @@ OPTIONS = (
         "Drop a node that is not ready from the rest of the run (fail it) instead of only recording the verdict.",
     ]),
     # ---------------------------------------------------------------- role only: the fleet report and gate
-    dict(name="report_dir", type="path", default=None, roles=("report",), action=False, description=[
+    dict(name="report_dir", check=dict(form="path", by="plugins/action/fleet_reports.py"),
+         type="path", default=None, roles=("report",), action=False, description=[
         "Directory on the controller for C(preflight.json), C(preflight.xml) and C(preflight.md).",
         "Unset: C(reports) in the directory ansible-playbook runs in. A relative path is taken from there too.",
     ]),
-    dict(name="write_reports", type="bool", default=True, roles=("report",), action=False, description=[
+    dict(name="write_reports", check=dict(form="bool"), type="bool", default=True, roles=("report",), action=False, description=[
         "Write the report files. With V(false) only the console table and the gate are produced.",
     ]),
-    dict(name="max_not_ready", type="raw", default=None, roles=("report",), action=False, description=[
+    dict(name="max_not_ready", check=dict(form="count_or_percent", by="plugins/action/fleet_reports.py"),
+         type="raw", default=None, roles=("report",), action=False, description=[
         "The most hosts of the play that may be not ready, as a count like V(2) or a percentage of the play's hosts "
         "like V(25%) (rounded down); unreachable hosts count as not ready.",
         "When more are not ready, every host of the play fails with the reason, so the plays after an "
         "C(import_playbook) of C(gpufleet.preflight.preflight) do not run at all. Unset: no limit.",
     ]),
-    dict(name="gate", type="dict", default={"abort": False, "reason": None}, roles=("drop",), action=False, description=[
+    dict(name="gate", check=dict(form="gate", by="roles/preflight/tasks/drop.yml"),
+         type="dict", default={"abort": False, "reason": None}, roles=("drop",), action=False, description=[
         "The fleet gate from M(gpufleet.preflight.fleet_reports) (C(abort), C(reason)); when it aborts, every "
         "node fails with its reason. Set by the C(report) entry point. C(abort) must be a boolean.",
     ]),
-    dict(name="drop_mode", type="str", choices=["fail", "end_host"], default="fail", roles=("main", "drop"), action=False,
+    dict(name="drop_mode", check=dict(form="choices"), type="str", choices=["fail", "end_host"], default="fail", roles=("main", "drop"), action=False,
          description=[
              "How a node that is not ready leaves the run. V(fail) fails it (C(ansible-playbook) then exits non-zero "
              "even when the fleet gate passed). V(end_host) ends the play for it with a message (C(meta: end_host)), so a "
@@ -189,33 +194,39 @@ OPTIONS = (
              "AWX workflows and CI pipelines expect.",
     ]),
     # ---------------------------------------------------------------- role only: where the fleet runs (issue 19)
-    dict(name="slurm", type="bool", default=False, roles=("main", "publish"), action=False, description=[
+    dict(name="slurm", check=dict(form="bool"), type="bool", default=False, roles=("main", "publish"), action=False, description=[
         "Drain a node that is not ready in Slurm (C(scontrol update State=DRAIN Reason=\"<prefix> <check>: <message>\")) "
         "and resume a ready node this collection drained (M(gpufleet.preflight.slurm_node)). A drain by anyone else, "
         "or a node down, failing, in maintenance, rebooting or reserved, is left alone and reported.",
     ]),
-    dict(name="slurm_reason_prefix", type="str", default="gpufleet:", roles=("main", "publish"), action=False, description=[
+    dict(name="slurm_reason_prefix", check=dict(form="reason_prefix", by="plugins/modules/slurm_node.py"),
+         type="str", default="gpufleet:", roles=("main", "publish"), action=False, description=[
         "The first word of every drain reason this collection sets. A drain is resumed only when it is the very one "
         "recorded (reason text and slurmctld's time), never merely because its reason starts with this.",
     ]),
-    dict(name="slurm_node_name", type="str", default=None, roles=("main", "publish"), action=False, description=[
+    dict(name="slurm_node_name", check=dict(form="node_name", by="plugins/modules/slurm_node.py"),
+         type="str", default=None, roles=("main", "publish"), action=False, description=[
         "The node's name in Slurm. Unset: the short hostname of the node (the inventory's short name with "
         "O(slurm_host)).",
     ]),
-    dict(name="slurm_host", type="str", default=None, roles=("main", "publish"), action=False, description=[
+    dict(name="slurm_host", check=dict(form="inventory_host", by="roles/preflight/tasks/publish.yml"),
+         type="str", default=None, roles=("main", "publish"), action=False, description=[
         "An inventory host that runs C(sinfo)/C(scontrol) for every node (for example the Slurm controller). "
         "Unset: each node runs them itself (every Slurm node has them). Unreachable nodes are never drained.",
     ]),
-    dict(name="slurm_conf", type="path", default=None, roles=("main", "publish"), action=False, description=[
+    dict(name="slurm_conf", check=dict(form="path", by="plugins/modules/slurm_node.py"),
+         type="path", default=None, roles=("main", "publish"), action=False, description=[
         "The C(slurm.conf) for C(sinfo)/C(scontrol) (C(SLURM_CONF)). Unset: their own default.",
     ]),
-    dict(name="slurm_state_dir", type="path", default="/var/lib/gpufleet-preflight", roles=("main", "publish"),
+    dict(name="slurm_state_dir", check=dict(form="path", by="plugins/modules/slurm_node.py"),
+         type="path", default="/var/lib/gpufleet-preflight", roles=("main", "publish"),
          action=False, description=[
              "Where the host that runs C(scontrol) records the drains this collection set (C(slurm-<node>.json)). "
              "Share it with the C(gpufleet.preflight.health_check) role's C(health_check_slurm_state_dir) so either may "
              "resume the other's drain.",
     ]),
-    dict(name="metrics_dir", type="path", default=None, roles=("main", "publish"), action=False, description=[
+    dict(name="metrics_dir", check=dict(form="path", by="plugins/modules/textfile_metrics.py"),
+         type="path", default=None, roles=("main", "publish"), action=False, description=[
         "node_exporter's textfile directory on the nodes (C(--collector.textfile.directory)): each reachable node "
         "gets C(gpufleet_preflight.prom) there (M(gpufleet.preflight.textfile_metrics)). Unset: no metrics.",
     ]),

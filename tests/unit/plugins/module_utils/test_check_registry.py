@@ -65,6 +65,23 @@ def test_every_option_has_bounds(entry):
             entry["name"], default)
 
 
+@pytest.mark.parametrize("entry", [entry for entry in table.OPTIONS if not entry.get("action", True)],
+                         ids=lambda entry: entry["name"])
+def test_every_role_only_variable_says_what_bounds_it(entry):
+    rule = entry.get("check")
+    assert rule is not None, ("preflight_%s has no check in plugins/module_utils/_readiness_options.py: give it "
+                              "check=dict(form=...) and, for a form validate_policy does not apply, by=<the plugin or "
+                              "task file that enforces it>" % entry["name"])
+    if rule.get("form") not in _policy.FORMS:
+        assert rule.get("by"), "preflight_%s: form %r needs by=<what enforces it>" % (entry["name"], rule.get("form"))
+        repo = os.path.abspath(os.path.join(HERE, "..", "..", "..", ".."))
+        assert os.path.isfile(os.path.join(repo, rule["by"])), "preflight_%s: by=%r is no file" % (entry["name"], rule["by"])
+        with open(os.path.join(repo, rule["by"])) as handle:
+            text = handle.read()
+        assert entry["name"] in text or ("preflight_" + entry["name"]) in text or entry["name"].split("_", 1)[-1] in text, (
+            "preflight_%s: %s does not mention it" % (entry["name"], rule["by"]))
+
+
 @pytest.mark.parametrize("entry", [entry for entry in action_options() if "max" in entry["check"]],
                          ids=lambda entry: entry["name"])
 def test_bounds_are_enforced_by_name(entry):
