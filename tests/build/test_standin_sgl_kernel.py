@@ -210,3 +210,36 @@ def test_check_mode_creates_nothing(tmp_path, build_venv):  # noqa: F811 pylint:
                           timeout=600, check=False)
     assert proc.returncode == 0, proc.stdout[-4000:]
     assert not (tmp_path / "src").exists()
+
+
+def test_torch_pip_layout_libraries_reach_cmake_and_optional_ones_may_miss(tmp_path):
+    """Issue 17: nvrtc only in a torch-like pip layout (venv/.../nvidia/cu13/lib/libnvrtc.so.13 + include/nvrtc.h)
+    fails configure on its own; the arguments the toolchain facts give (_cuda_libraries.cmake_args, what the role
+    passes) make it pass. The optional library dep-mesh looks for (like mscclpp's IBVerbs) stays NOTFOUND and the
+    configure goes on."""
+    import _cuda_libraries  # pylint: disable=import-error
+    site = tmp_path / "venv" / "lib" / "python3.11" / "site-packages" / "nvidia" / "cu13"
+    (site / "include").mkdir(parents=True)
+    (site / "lib").mkdir()
+    (tmp_path / "venv" / "bin").mkdir()
+    (tmp_path / "venv" / "bin" / "python").write_text("")
+    for header in ("nvrtc.h", "cublas_v2.h", "cublasLt.h"):
+        (site / "include" / header).write_text("/* stand-in */\n")
+    for name in ("nvrtc", "cublas", "cublasLt"):
+        subprocess.check_call(["cc", "-shared", "-fPIC", "-x", "c", "-o", str(site / "lib" / ("lib%s.so.13" % name)), "/dev/null"])
+    found = _cuda_libraries.collect_cuda_libraries(shutil.which("nvcc"), str(tmp_path / "venv" / "bin" / "python"))
+    assert found["nvrtc"]["source"] in ("torch", "toolkit"), found["nvrtc"]
+    if found["nvrtc"]["source"] == "toolkit":
+        pytest.skip("this toolkit has its own nvrtc: the pip layout is not what configure needs here")
+    argv = ["cmake", "-S", STANDIN, "-G", "Ninja", "-DPython_EXECUTABLE=" + sys.executable, "-DSTANDIN_NEEDS_NVRTC=ON",
+            "-DFETCHCONTENT_FULLY_DISCONNECTED=ON"] + _sgl_tree.scan_fetchcontent(STANDIN, OFFLINE)["cmake_args"]
+    without = subprocess.run(argv + ["-B", str(tmp_path / "without")], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             universal_newlines=True, check=False)
+    assert without.returncode != 0 and "nvrtc not found" in without.stdout, without.stdout[-2000:]
+    with_args = subprocess.run(argv + ["-B", str(tmp_path / "with")] + found["cmake_args"], stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, universal_newlines=True, check=False)
+    assert with_args.returncode == 0, with_args.stdout[-3000:]
+    with open(str(tmp_path / "with" / "CMakeCache.txt")) as handle:
+        cache = handle.read()
+    assert "CUDA_nvrtc_LIBRARY:FILEPATH=%s" % (site / "lib" / "libnvrtc.so.13") in cache
+    assert "MESH_IBVERBS_LIBRARIES:FILEPATH=MESH_IBVERBS_LIBRARIES-NOTFOUND" in cache
