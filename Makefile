@@ -37,7 +37,7 @@ sanity units integration lint build-check host build roles fleet sweep: setup
 vm: setup system-deps
 	tests/run-all.sh vm
 
-# The real sgl-kernel tree (not in CI: it needs the sources): SGL_SRC, SGL_OFFLINE, SGL_VENV as bench/field_test.sh says.
+# The real sgl-kernel tree through the role (not in CI: it needs the sources): SGL_CHECKOUT, SGL_OFFLINE, SGL_VENV as bench/field_test.sh says.
 field-test: setup
 	bench/field_test.sh
 
