@@ -159,6 +159,9 @@ def memory_chart(name, entry, width=WIDTH, height=HEIGHT):
                  xticks=[dict(x=LEFT + plot_w * f, label=view.duration(span * f)) for f in (0.0, 0.5, 1.0)],
                  budget=dict(y=y_at(limit), label="budget %s" % human(limit)) if limit else None,
                  peaks=[dict(x=x_at(m["t"]), y=y_at(m["bytes"]), label="peak %s" % human(m["bytes"]),
+                             # near the right edge the label goes left of its marker, never out of the chart
+                             anchor="end" if x_at(m["t"]) > LEFT + plot_w - 80 else "start",
+                             label_x=x_at(m["t"]) - 7 if x_at(m["t"]) > LEFT + plot_w - 80 else x_at(m["t"]) + 7,
                              title="attempt %s: peak %s" % (m["attempt"], human(m["bytes"]))) for m in markers],
                  events=[dict(x=x_at(e["t"]), label=e["label"], kind="OOM" if e["kind"] == "oom" else e["kind"])
                          for e in entry.get("events") or []])

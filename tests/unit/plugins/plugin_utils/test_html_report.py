@@ -196,3 +196,13 @@ def test_the_report_signatures_agree():
     assert _report.SIGNATURES["preflight.html"] == html.PREFLIGHT_SIGNATURE.encode()
     assert view.REPORT_SIGNATURES["build.html"] == html.BUILD_SIGNATURE.encode()
     assert _report.is_own_report("preflight.html", html.render_preflight_html(preflight_report()).encode()[:256])
+
+
+def test_a_peak_label_near_the_right_edge_stays_inside_the_chart():
+    """A real build's last attempt peaked in its last interval: 'peak 249Mi' was cut at the chart's edge."""
+    entry = {"timeline": [[0.0, MIB, 2, 1], [20.0, 249 * MIB, 2, 1]], "duration": 20.0, "memory_limit_bytes": 400 * MIB,
+             "attempts": [{"attempt": 1, "jobs": 2, "peak_memory_bytes": 249 * MIB, "duration": 20.0}], "events": []}
+    peak = html.memory_chart("n", entry)["peaks"][0]
+    assert peak["anchor"] == "end" and peak["label_x"] < peak["x"]
+    early = dict(entry, timeline=[[0.0, 249 * MIB, 2, 1], [20.0, MIB, 2, 1]])
+    assert html.memory_chart("n", early)["peaks"][0]["anchor"] == "start"
