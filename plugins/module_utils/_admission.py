@@ -135,7 +135,9 @@ def decide(ledger, pid, budget_bytes, now=None):
 
 def record(peaks, key, peak_bytes, seconds, killed, now):
     """The peaks with this compile's measurement: the last measurement wins (sources change); a compile killed by a
-    signal (the OOM killer, a back-off) did not finish its peak, so it keeps the larger of this and what was known."""
+    signal (the OOM killer, a back-off) did not finish its peak, so it keeps the larger of this and what was known;
+    one far quicker and smaller than last time is a compiler cache's hit (the cache launcher runs after this one)
+    and changes nothing learned."""
     peaks = dict(peaks or {})
     if not key:
         return peaks
@@ -143,6 +145,13 @@ def record(peaks, key, peak_bytes, seconds, killed, now):
     previous = peaks.get(key) or {}
     if killed:
         peak = max(peak, int(previous.get("peak_bytes") or 0))
+    elif previous.get("peak_bytes") and previous.get("seconds") and not previous.get("killed") \
+            and float(seconds) < 0.25 * float(previous["seconds"]) and peak < int(previous["peak_bytes"]):
+        # far quicker and smaller than last time: a compiler cache hit (ccache/sccache after this launcher), not
+        # what the source costs to compile - keep what was learned
+        entry = dict(previous, runs=int(previous.get("runs", 0)) + 1, cache_hits=int(previous.get("cache_hits", 0)) + 1)
+        peaks[key] = entry
+        return peaks
     peaks[key] = {"peak_bytes": peak, "seconds": round(float(seconds), 1), "killed": bool(killed), "at": int(now),
                   "runs": int(previous.get("runs", 0)) + 1}
     return peaks

@@ -91,6 +91,14 @@ def test_record_last_wins_killed_keeps_larger():
     assert admission.record(peaks, None, GIB, 1, False, 1) == peaks
 
 
+def test_record_a_compiler_cache_hit_changes_nothing_learned():
+    peaks = admission.record({}, "fp8.cu", 15 * GIB, 250, False, 100)
+    hit = admission.record(peaks, "fp8.cu", GIB // 50, 2, False, 200)         # ccache: 2 s, 20 MiB
+    assert hit["fp8.cu"]["peak_bytes"] == 15 * GIB and hit["fp8.cu"]["seconds"] == 250 and hit["fp8.cu"]["cache_hits"] == 1
+    changed = admission.record(peaks, "fp8.cu", 12 * GIB, 200, False, 300)  # a real, smaller compile: learned
+    assert changed["fp8.cu"]["peak_bytes"] == 12 * GIB
+
+
 def test_budget_smaller_of_config_and_cgroup_less_reserve():
     assert admission.budget({"budget_bytes": 16 * GIB, "reserve_bytes": GIB // 2}, 12 * GIB, 20 * GIB) == 12 * GIB - GIB // 2
     assert admission.budget({"budget_bytes": None, "reserve_bytes": 0}, None, 20 * GIB) == 20 * GIB
