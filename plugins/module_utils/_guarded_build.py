@@ -52,7 +52,7 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._cpus import co
 from ansible_collections.gpufleet.preflight.plugins.module_utils._human import human
 from ansible_collections.gpufleet.preflight.plugins.module_utils._kernel_events import KmsgFollower, oom_lines_in_cgroup
 from ansible_collections.gpufleet.preflight.plugins.module_utils._memory import collect_memory
-from ansible_collections.gpufleet.preflight.plugins.module_utils._timeline import Timeline, current_step
+from ansible_collections.gpufleet.preflight.plugins.module_utils._timeline import ProgressFollower, Timeline
 
 __all__ = ["BuildError", "GuardedBuild", "Interrupted", "METHODS", "choose", "strategy_names"]
 
@@ -240,6 +240,8 @@ class GuardedBuild(object):
     # -- status file
     def write_status(self, **changes):
         self.status.update(changes)
+        if getattr(self, "timeline", None) is not None:  # every write carries the timeline (an attempt's closing peak)
+            self.status["timeline"] = self.timeline.to_list()
         self.status["updated_at"] = time.time()
         try:
             state.write_json_atomic(self.status_path, self.status)
@@ -270,6 +272,9 @@ class GuardedBuild(object):
                         time.strftime("%Y-%m-%d %H:%M:%S"))).encode("utf-8"))
                     log.flush()
                     log_start = log.tell()
+                    # every line this attempt adds, not a fixed tail a ptxas flood pushes [N/M] out of; ETA learned
+                    # from the previous build's .ninja_log
+                    follower = ProgressFollower.for_build(self.log_path, log_start, self.build_dir)
                 except (IOError, OSError) as exc:
                     raise BuildError("cannot write the build log %s: %s" % (self.log_path, exc.strerror or exc))
                 try:
@@ -286,13 +291,16 @@ class GuardedBuild(object):
                         outcome["watchdog"] = outcome["watchdog"] or self.confinement.guard(build.pgid)
                         usage = self.confinement.sample()
                         peak = max(peak, usage or 0)
+                        self.timeline.observe(usage)  # the next sample is this interval's maximum
                         now = time.time()
                         if now >= next_status:
                             next_status = now + self.params["status_interval"]
-                            tail = state.read_log_tail(self.log_path, 8192, start=log_start)  # this attempt's lines
-                            self.timeline.add(now - self.started, usage, jobs, attempt)
+                            seen = follower.update()
+                            # a rise of the cgroup's peak counter since the last sample: reached in this interval
+                            self.timeline.add(now - self.started, usage, jobs, attempt, peak=self.confinement.counters()[1])
                             self.write_status(state="running", attempt=attempt, jobs=jobs, build_pgid=build.pgid,
-                                              progress=engine.parse_progress(tail), step=current_step(tail),
+                                              progress=seen["progress"], step=seen["step"],
+                                              eta_seconds=seen["eta_seconds"],
                                               timeline=self.timeline.to_list(),
                                               memory_bytes=usage, memory_human=human(usage),
                                               elapsed_seconds=round(now - self.started, 1))
@@ -331,6 +339,7 @@ class GuardedBuild(object):
         kind, why = engine.classify_attempt(outcome["rc"], outcome["timed_out"], outcome["interrupted"],
                                             outcome["watchdog"], outcome["oom_kills"], outcome["kernel_oom_lines"])
         attempt_peak = cgroup_peak or peak or None
+        self.timeline.close_attempt(time.time() - self.started, jobs, attempt, attempt_peak)  # the line reaches it
         outcome.update(kind=kind, oom=kind == engine.OOM, why=why, duration=round(time.time() - started, 2),
                        peak_memory_bytes=attempt_peak, peak_memory_human=human(attempt_peak),
                        progress=engine.parse_progress(attempt_text), failed_steps=engine.failed_steps(attempt_text))
