@@ -56,7 +56,7 @@ def _options_without_description(options, prefix=""):
 def test_every_plugin_file_is_found():
     assert ("module", "node_facts") in PLUGINS and ("module", "readiness") in PLUGINS
     assert ("filter", "fleet_report") in PLUGINS and ("filter", "build_jobs") in PLUGINS
-    assert ROLES == ["build_deps", "preflight", "sgl_kernel"]
+    assert ROLES == ["build_deps", "health_check", "preflight", "sgl_kernel"]
 
 
 @pytest.mark.parametrize("plugin_type", ["module", "filter"])
