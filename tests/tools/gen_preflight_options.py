@@ -135,10 +135,10 @@ def generated():
     }
 
 
-def differing(root=REPO):
-    """Paths whose content on disk is not what the table generates."""
+def stale_files(files, root=REPO):
+    """Paths of ``files`` ({path: content}) whose content on disk differs."""
     out = []
-    for path, content in sorted(generated().items()):
+    for path, content in sorted(files.items()):
         try:
             with open(os.path.join(root, path)) as handle:
                 on_disk = handle.read()
@@ -149,17 +149,27 @@ def differing(root=REPO):
     return out
 
 
-def main(argv):
+def run(argv, files, source, command):
+    """``--check``: name each stale file and exit 1; else write them all."""
     if "--check" in argv:
-        stale = differing()
+        stale = stale_files(files)
         for path in stale:
-            print("%s differs from plugins/module_utils/_readiness_options.py: run python tests/tools/gen_preflight_options.py" % path)
+            print("%s differs from %s: run %s" % (path, source, command))
         return 1 if stale else 0
-    for path, content in sorted(generated().items()):
+    for path, content in sorted(files.items()):
         with open(os.path.join(REPO, path), "w") as handle:
             handle.write(content)
         print("wrote %s" % path)
     return 0
+
+
+def differing(root=REPO):
+    """Paths whose content on disk is not what the table generates."""
+    return stale_files(generated(), root)
+
+
+def main(argv):
+    return run(argv, generated(), "plugins/module_utils/_readiness_options.py", "python tests/tools/gen_preflight_options.py")
 
 
 if __name__ == "__main__":

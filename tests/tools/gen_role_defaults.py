@@ -22,7 +22,7 @@ import yaml
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from gen_preflight_options import dump  # noqa: E402  (the same YAML style as the preflight role's generated files)
+from gen_preflight_options import dump, run, stale_files  # noqa: E402  (the preflight generator's YAML style and file handling)
 
 ROLES = ("build_deps", "sgl_kernel")
 
@@ -56,30 +56,12 @@ def generated(root=REPO):
 
 
 def differing(root=REPO):
-    out = []
-    for path, content in sorted(generated(root).items()):
-        try:
-            with open(os.path.join(root, path)) as handle:
-                on_disk = handle.read()
-        except (IOError, OSError):
-            on_disk = None
-        if on_disk != content:
-            out.append(path)
-    return out
+    return stale_files(generated(root), root)
 
 
 def main(argv):
-    if "--check" in argv:
-        stale = differing()
-        for path in stale:
-            print("%s differs from its role's meta/argument_specs.yml: declare the variable there, then run "
-                  "python tests/tools/gen_role_defaults.py" % path)
-        return 1 if stale else 0
-    for path, content in sorted(generated().items()):
-        with open(os.path.join(REPO, path), "w") as handle:
-            handle.write(content)
-        print("wrote %s" % path)
-    return 0
+    return run(argv, generated(), "its role's meta/argument_specs.yml (declare the variable there)",
+               "python tests/tools/gen_role_defaults.py")
 
 
 if __name__ == "__main__":
