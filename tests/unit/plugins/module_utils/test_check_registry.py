@@ -290,15 +290,19 @@ def test_evaluate_runs_every_registered_check():
     assert names == expected
 
 
-def test_the_checks_import_no_node_collector():
+@pytest.mark.parametrize("module", ["module_utils._policy", "action.readiness", "action.fleet_reports", "action.build_watch",
+                                    "filter.fleet_report", "filter.build_jobs", "plugin_utils._report",
+                                    "plugin_utils._html_report"])
+def test_the_checks_and_the_controller_import_no_node_collector(module):
     code = ("import sys\n"
-            "from ansible_collections.gpufleet.preflight.plugins.module_utils import _policy, _readiness_options\n"
-            "print(' '.join(sorted(m.rsplit('.', 1)[-1] for m in sys.modules if '.module_utils._' in m)))\n")
+            "import ansible_collections.gpufleet.preflight.plugins.%s\n"
+            "print(' '.join(sorted(m.rsplit('.', 1)[-1] for m in sys.modules if '.module_utils._' in m)))\n" % module)
     loaded = subprocess.check_output([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
                                      universal_newlines=True).split()
     collectors = {"_node_facts", "_memory", "_cgroupfs", "_confinement", "_kernel_events", "_toolchain", "_gpus",
                   "_disks", "_cpus", "_processes", "_cuda_libraries", "_mountinfo"}
-    assert not collectors & set(loaded), loaded
+    assert not collectors & set(loaded), "%s imports the node collectors %s (put the constant in _constants)" % (
+        module, ", ".join(sorted(collectors & set(loaded))))
 
 
 def test_every_check_function_is_registered():
