@@ -231,8 +231,12 @@ def record(value, path, log):
 
 
 def healthy_facts():
-    import test_gpu_build_checks  # the unit tests' healthy node: every gpu/build check passes on it
-    return test_gpu_build_checks.HEALTHY
+    """The unit tests' healthy node (test_gpu_build_checks.HEALTHY): every gpu/build check passes on it."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("_healthy_node", os.path.join(HERE, "test_gpu_build_checks.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.HEALTHY
 
 
 def fact_sets(fixture_facts):
