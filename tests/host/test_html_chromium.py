@@ -33,7 +33,6 @@ import pytest
 from ansible_collections.gpufleet.preflight.plugins.module_utils._timeline import Timeline
 from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _build_view as view
 from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _html_report as html
-from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _report
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "tests", "tools"))
