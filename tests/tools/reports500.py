@@ -10,6 +10,8 @@ Used by tests/host/test_html_chromium.py and bench/reports_500.py; ``python repo
 
 from __future__ import absolute_import, division, print_function
 
+__metaclass__ = type
+
 import copy
 import json
 import os
