@@ -82,9 +82,9 @@ def main():
     steps = ninja_steps(build)
     done, total = cuda_objects(build)
     attempts = status.get("attempts") or []
+    keys = ("attempt", "jobs", "kind", "oom", "oom_kills", "duration", "peak_memory_bytes")
     summary = {"state": status.get("state"), "rc": args.rc, "wall_seconds": args.wall, "cuda_objects_done": done,
-               "cuda_objects_total": total, "attempts": [dict((k, a.get(k)) for k in ("attempt", "jobs", "kind", "oom", "oom_kills",
-                                                                                    "duration", "peak_memory_bytes")) for a in attempts],
+               "cuda_objects_total": total, "attempts": [dict((k, a.get(k)) for k in keys) for a in attempts],
                "oom_kills": sum(a.get("oom_kills") or 0 for a in attempts), "memory_limit": status.get("memory_limit_human")}
     # per CUDA object: seconds (ninja) and the launcher's learned peak of its source
     rows = []

@@ -12,9 +12,10 @@ before a cache launcher when there is one) and:
 - finds the source on the compiler's command line (``-c <file>``, else the last argument with a source suffix);
 - expects the peak this source had the last time the node compiled it (``peaks.json``, keyed by the path relative to
   the project root), times a margin; a source never seen gets the default;
-- waits, first come first served (a later, shorter compile may backfill without delaying the first), until the sum of what the running compiles reserved plus its own peak fits the
-  budget (the build cgroup's ``memory.max`` less a reserve, or the configured budget) - alone it always runs, so a
-  source bigger than the budget still gets its chance and an OOM backs the build off as before;
+- waits, first come first served (a later, shorter compile may backfill without delaying the first), until the sum
+  of what the running compiles reserved plus its own peak fits the budget (the build cgroup's memory limit less a
+  reserve, or the configured budget) - alone it always runs, so a source bigger than the budget still gets its chance
+  and an OOM backs the build off as before;
 - runs the compiler, then records the largest resident size of any process it started (``RUSAGE_CHILDREN``) as the
   source's peak (a compile killed by a signal keeps the larger of its partial peak and the one known before).
 
