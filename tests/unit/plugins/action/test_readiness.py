@@ -39,3 +39,8 @@ def test_the_spec_comes_from_the_one_table():
 def test_non_finite_numbers_are_found_before_int_conversion_overflows(args, found):
     from ansible_collections.gpufleet.preflight.plugins.action.readiness import non_finite_option
     assert non_finite_option(args) == found
+
+
+def test_the_action_takes_the_tables_spec():
+    from ansible_collections.gpufleet.preflight.plugins.module_utils import _readiness_options
+    assert ARGUMENT_SPEC == _readiness_options.argument_spec()

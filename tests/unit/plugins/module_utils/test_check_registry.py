@@ -294,19 +294,25 @@ def test_evaluate_runs_every_registered_check():
     assert names == expected
 
 
-@pytest.mark.parametrize("module", ["module_utils._policy", "action.readiness", "action.fleet_reports", "action.build_watch",
-                                    "filter.fleet_report", "filter.build_jobs", "plugin_utils._report",
-                                    "plugin_utils._html_report"])
-def test_the_checks_and_the_controller_import_no_node_collector(module):
+COLLECTORS = {"_node_facts", "_memory", "_cgroupfs", "_confinement", "_kernel_events", "_toolchain", "_gpus",
+              "_disks", "_cpus", "_processes", "_cuda_libraries", "_mountinfo"}
+
+
+def loaded_module_utils(module):
+    """The collection's module_utils a fresh interpreter has loaded after importing ``module`` (under plugins)."""
     code = ("import sys\n"
             "import ansible_collections.gpufleet.preflight.plugins.%s\n"
             "print(' '.join(sorted(m.rsplit('.', 1)[-1] for m in sys.modules if '.module_utils._' in m)))\n" % module)
-    loaded = subprocess.check_output([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
-                                     universal_newlines=True).split()
-    collectors = {"_node_facts", "_memory", "_cgroupfs", "_confinement", "_kernel_events", "_toolchain", "_gpus",
-                  "_disks", "_cpus", "_processes", "_cuda_libraries", "_mountinfo"}
-    assert not collectors & set(loaded), "%s imports the node collectors %s (put the constant in _constants)" % (
-        module, ", ".join(sorted(collectors & set(loaded))))
+    return set(subprocess.check_output([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
+                                       universal_newlines=True).split())
+
+
+def test_the_checks_import_no_node_collector():
+    # the controller's plugins: tests/unit/plugins/test_plugin_rules.py
+    module = "module_utils._policy"
+    loaded = loaded_module_utils(module)
+    assert not COLLECTORS & loaded, "%s imports the node collectors %s (put the constant in _constants)" % (
+        module, ", ".join(sorted(COLLECTORS & loaded)))
 
 
 def test_every_check_function_is_registered():

@@ -42,7 +42,9 @@ def documented_options():
 
 
 def test_the_action_spec_and_its_documentation_agree():
-    from ansible_collections.gpufleet.preflight.plugins.action.readiness import ARGUMENT_SPEC
+    # the action's ARGUMENT_SPEC is this (tests/unit/plugins/action/test_readiness.py; the action needs ansible-core,
+    # which the oldest node Python these tests also run on does not have)
+    ARGUMENT_SPEC = table.argument_spec()
     documented = documented_options()
     assert sorted(documented) == sorted(ARGUMENT_SPEC), "documented but not accepted, or accepted but not documented"
     for name, spec in ARGUMENT_SPEC.items():
