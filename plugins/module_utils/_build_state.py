@@ -248,6 +248,25 @@ class BuildLock(object):
     def acquire(self, record):
         make_directory(self.directory, "the lock directory")
         check_directory(self.directory, "the lock directory")
+        for dummy in range(100):  # the file a holder unlinked on release: lock the one now at the path
+            fd = self._lock_file()
+            if fd is not None:
+                break
+        else:
+            raise StateError("%s: replaced again and again while taking it" % self.path)
+        self.record = dict(record, build_dir=self.build_dir, since=time.time())
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, (json.dumps(self.record, sort_keys=True) + "\n").encode("utf-8"))
+        except OSError as exc:
+            os.close(fd)
+            raise StateError("%s: %s" % (self.path, exc.strerror or exc))
+        self.fd = fd
+        return self
+
+    def _lock_file(self):
+        """The locked fd of the file at the path, or None when a releasing holder unlinked it meanwhile (then the
+        lock taken was on a file nobody else will open: try again). StateError naming the holder while it holds."""
         fd = open_private(self.path, os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -262,15 +281,14 @@ class BuildLock(object):
                                  self.build_dir, holder_text(held, self.path), self.path),
                              {"lock": self.path, "lock_holder_pid": holder.get("module_pid"),
                               "lock_holder_run_id": holder.get("run_id")})
-        self.record = dict(record, build_dir=self.build_dir, since=time.time())
         try:
-            os.ftruncate(fd, 0)
-            os.write(fd, (json.dumps(self.record, sort_keys=True) + "\n").encode("utf-8"))
-        except OSError as exc:
+            same = os.stat(self.path).st_ino == os.fstat(fd).st_ino
+        except OSError:
+            same = False
+        if not same:
             os.close(fd)
-            raise StateError("%s: %s" % (self.path, exc.strerror or exc))
-        self.fd = fd
-        return self
+            return None
+        return fd
 
     def holder(self):
         """The lock's record as its last holder wrote it (whether it still runs: check its pid and start time)."""
@@ -279,8 +297,8 @@ class BuildLock(object):
 
     def release(self):
         if self.fd is not None:
-            try:
-                os.ftruncate(self.fd, 0)  # nobody holds it: the record would name a module that may still exit
+            try:  # unlinked while held: the registry keeps no file per build dir ever built (acquire re-checks)
+                os.unlink(self.path)
             except OSError:
                 pass
             os.close(self.fd)

@@ -159,6 +159,7 @@ def test_the_build_never_inherits_the_lock(tmp_path):
         held.release()
         lock(tmp_path).acquire(RECORD).release()
         assert lock(tmp_path).holder() is None, "a released lock names no holder"
+        assert os.listdir(str(tmp_path / "registry")) == [], "a released lock leaves no file behind in /run"
     finally:
         child.kill()
         child.wait()
