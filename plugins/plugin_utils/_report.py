@@ -46,17 +46,19 @@ def _escape_format(match):
 def safe(text):
     """Any text -> text with no control and no format character: both become visible escapes (``\\x1b``,
     ``\\u202e``). Every string of a report passes through here once (``clean``)."""
+    if text.isascii() and text.isprintable():  # most text: nothing to escape, no regex to run
+        return text
     return _FORMAT.sub(_escape_format, printable(text))
 
 
 def clean(value):
     """``value`` with every string (and dict key) passed through ``safe``."""
+    if isinstance(value, str):
+        return safe(value)
     if isinstance(value, dict):
         return dict((clean(key), clean(item)) for key, item in value.items())
     if isinstance(value, (list, tuple)):
         return [clean(item) for item in value]
-    if isinstance(value, str):
-        return safe(value)
     return value
 
 
