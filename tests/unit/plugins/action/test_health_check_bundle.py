@@ -31,7 +31,7 @@ def test_bundle_runs_on_a_bare_python(tmp_path):
     config = tmp_path / "c.json"
     config.write_text(json.dumps({"policy": {"profiles": [], "min_available_memory": "1MiB", "max_build_processes": 100000,
                                              "max_memory_pressure": 100,
-                                             "custom_checks": [{"name": "c", "query": "memory.host", "min": 0}]}}))
+                                             "custom_checks": [{"name": "c", "query": "memory.host.total_bytes", "min": 0}]}}))
     done = subprocess.run([oldest_python(), "-I", str(pyz), "--config", str(config), "--mode", "npd", "-v"],
                           env={}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60, check=False)
     text = done.stdout.decode()
