@@ -26,6 +26,7 @@ import json
 from ansible_collections.gpufleet.preflight.plugins.module_utils import _timeline
 from ansible_collections.gpufleet.preflight.plugins.module_utils._human import human
 from ansible_collections.gpufleet.preflight.plugins.module_utils._checks import printable
+from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _report
 
 PHASES = ("queued", "starting", "configuring", "compiling", "linking", "installing", "done", "failed", "stopped",
           "unreachable")
@@ -451,8 +452,7 @@ def render_json(report):
 
 
 def render_markdown(report):
-    def cell(text):
-        return printable(str(text)).replace("|", "\\|")
+    cell = _report.markdown_text  # a step or node name may be `ld.<img src=x onerror=...>` + U+202E
 
     out = ["# Fleet build", "", summary_line(report), "",
            "| node | phase | attempts (jobs) | backoffs | OOM kills | peak / budget | duration | first failed step |",

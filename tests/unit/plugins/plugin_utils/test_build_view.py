@@ -8,6 +8,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+import re
 
 import pytest
 
@@ -140,7 +141,15 @@ def test_report_events_and_renderings():
     markdown = view.render_markdown(report)
     assert markdown.encode().startswith(view.REPORT_SIGNATURES["build.md"])
     assert "| node1 | done | 4 → 2 | 1 | 1 | 400Mi / 400Mi | 18s | - |" in markdown
-    assert "| 1 | 4 | 6s | 400Mi | 1 | oom | the build cgroup's oom_kill counter rose by 1 |" in markdown
+    assert "| 1 | 4 | 6s | 400Mi | 1 | oom | the build cgroup's oom\\_kill counter rose by 1 |" in markdown
+
+
+def test_markdown_escapes_a_hostile_step_and_name():
+    hostile = u"ld.<img src=x onerror=alert(1)>\u202egpj.exe"
+    nodes = {hostile: {"status": None, "result": {"failed": True, "msg": hostile}, "unreachable": None}}
+    markdown = view.render_markdown(view.build_report(nodes, finished="2026-12-01T10:00:00Z"))
+    assert not re.search(r"(?<!\\)<img", markdown) and u"\u202e" not in markdown
+    assert "ld.\\<img src=x onerror=alert(1)\\>\\\\u202egpj.exe" in markdown
 
 
 def test_events_without_a_timeline_use_the_durations():
