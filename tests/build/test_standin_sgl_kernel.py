@@ -119,6 +119,17 @@ def test_role_builds_sm120_only_and_installs(tmp_path, build_venv):  # noqa: F81
                                       "print(s.ops_library(120))"], cwd="/", universal_newlines=True)
     assert "fa_ops was not built by gpufleet.preflight: it only has code for other architectures than sm_120" in status
     assert "/sm100/" in status
+    # issue 17: every compile went through the memory admission launcher (sgl_kernel_admission, on by default),
+    # which left the ledger empty and learned each CUDA source's peak
+    build = tmp_path / "src" / "build"
+    caches = list(build.glob("*/CMakeCache.txt"))
+    launcher = [line for line in caches[0].read_text().splitlines() if line.startswith("CMAKE_CUDA_COMPILER_LAUNCHER")]
+    # [admission] + [compiler cache], when a cache is on
+    assert launcher and "/gpufleet_admit.py;--config=" in launcher[0], launcher
+    assert json.loads((build / "gpufleet-admission" / "ledger.json").read_text()) == {}
+    with open(os.path.expanduser("~/.cache/gpufleet/admission/peaks.json")) as handle:
+        peaks = json.load(handle)
+    assert peaks.get("csrc/scale.cu", {}).get("peak_bytes", 0) > 0, sorted(peaks)[:20]
 
 
 def test_missing_nested_offline_source_is_named_before_configure(tmp_path, build_venv):  # noqa: F811 pylint: disable=redefined-outer-name
