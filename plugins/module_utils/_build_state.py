@@ -164,27 +164,47 @@ def write_json_atomic(path, data):
 
 
 def read_json(path):
+    """A regular file's JSON, else None. Opened non-blocking and checked after the open: a FIFO planted as the
+    stamp or status would otherwise block the module (a run, or state: stopped) for ever before any timeout."""
     try:
-        fd = os.open(path, os.O_RDONLY | _NOFOLLOW | _CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | _NOFOLLOW | _CLOEXEC)
     except OSError:
         return None
     try:
         with os.fdopen(fd) as handle:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
             return json.load(handle)
     except (IOError, OSError, ValueError):
         return None
 
 
 def open_log(path):
-    """The build log for appending (0600, never through a symlink): a binary file object."""
+    """The build log for appending (0600, never through a symlink, a regular file only: a FIFO would block the
+    open, a device the tail's reads): a binary file object."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK | _NOFOLLOW | _CLOEXEC, 0o600)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise StateError("%s is a symlink: refusing to follow it as root" % path)
+        if exc.errno == errno.ENXIO:  # a FIFO nobody reads
+            raise StateError("%s is not a regular file (a FIFO)" % path)
+        raise StateError("%s: %s" % (path, exc.strerror or exc))
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise StateError("%s is not a regular file (a FIFO, device or socket)" % path)
+    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
     # unbuffered: a full disk fails the write that meets it, not a later close
-    return os.fdopen(open_private(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND), "ab", 0)
+    return os.fdopen(fd, "ab", 0)
 
 
 def read_log_tail(path, max_bytes=65536, start=0):
     try:
-        fd = os.open(path, os.O_RDONLY | _NOFOLLOW | _CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | _NOFOLLOW | _CLOEXEC)
     except OSError:
+        return ""
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
         return ""
     with os.fdopen(fd, "rb") as handle:
         handle.seek(0, os.SEEK_END)

@@ -10,6 +10,7 @@ import os
 import shutil
 import stat
 import subprocess
+import threading
 
 import pytest
 
@@ -244,3 +245,39 @@ def test_a_fifo_in_the_tree_is_fingerprinted_without_opening_it(tmp_path):
     os.unlink(str(tmp_path / "pipe"))
     (tmp_path / "pipe").write_text(u"")
     assert state.source_revision(str(tmp_path), None, None, set())["revision"] != revision["revision"]
+
+
+def _returns_within(func, seconds=10):
+    """func() in a thread: (finished, value). A FIFO a blocked open waits on is released by the caller."""
+    out = []
+    worker = threading.Thread(target=lambda: out.append(func()))
+    worker.daemon = True
+    worker.start()
+    worker.join(seconds)
+    return not worker.is_alive(), (out[0] if out else None)
+
+
+def _release(fifo):
+    for flags in (os.O_WRONLY | os.O_NONBLOCK, os.O_RDONLY | os.O_NONBLOCK):
+        try:
+            os.close(os.open(fifo, flags))
+        except OSError:
+            pass
+
+
+def test_a_fifo_as_a_state_file_or_the_log_never_blocks(tmp_path):
+    """A FIFO where the stamp, the status or the log is expected blocked the module for ever (a run's stamp read,
+    state: stopped's status read, the log's open): read as absent, the log refused naming it."""
+    fifo = str(tmp_path / "gpufleet-build.status.json")
+    os.mkfifo(fifo)
+    try:
+        for func in (lambda: state.read_json_object(fifo, "status"), lambda: state.read_log_tail(fifo)):
+            finished, value = _returns_within(func)
+            assert finished
+            assert value in ((None, None), "")
+        with pytest.raises(state.StateError, match="is not a regular file"):
+            state.open_log(fifo)
+        with pytest.raises(state.StateError, match="/dev/zero is not a regular file"):
+            state.open_log("/dev/zero")
+    finally:
+        _release(fifo)
