@@ -95,8 +95,7 @@ def main():
         ["a build of `true` under the holder (start, report, release)", "%.1f ms" % (benchlib.median(held) * 1e3),
          "+%.1f ms per attempt" % (overhead * 1e3)],
         ["the holder's resident memory while the build runs", "%d KiB" % benchlib.median(rss), "in the build's cgroup"],
-        ["module gone -> the build's process gone", "%.1f ms (max %.1f)" % (benchlib.median(death) * 1e3,
-                                                                         max(death) * 1e3), "-"],
+        ["module gone -> the build's process gone", "%.1f ms (max %.1f)" % (benchlib.median(death) * 1e3, max(death) * 1e3), "-"],
     ]
     table = benchlib.markdown_table(["what", "median of %d" % runs, "note"], rows)
     targets = [("the build dies within 1 s of its module", max(death) < 1.0, "max %.3f s" % max(death), True),

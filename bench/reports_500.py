@@ -63,9 +63,9 @@ def through_ansible(results, directory):
     path = os.path.join(directory, "results.json")
     with open(path, "w") as handle:
         json.dump(results, handle)
-    seconds, proc = benchlib.timed([os.path.join(benchlib.REPO_ROOT, ".venv", "bin", "ansible-playbook"), "-i", "localhost,",
-                          reports500.PLAYBOOK, "-e", "results_file=%s" % path, "-e", "report_dir=%s" % directory,
-                          "-e", "max_not_ready=10%"], timeout=600)
+    playbook = os.path.join(benchlib.REPO_ROOT, ".venv", "bin", "ansible-playbook")
+    seconds, proc = benchlib.timed([playbook, "-i", "localhost,", reports500.PLAYBOOK, "-e", "results_file=%s" % path,
+                                    "-e", "report_dir=%s" % directory, "-e", "max_not_ready=10%"], timeout=600)
     if proc.returncode != 0:
         raise benchlib.BenchFailure("the playbook failed: %s" % benchlib.tail(proc.stdout + proc.stderr))
     return seconds
@@ -79,7 +79,7 @@ def main():
     directory = tempfile.mkdtemp(prefix="gpufleet-reports-bench-")
     try:
         benchlib.wait_for_low_load()
-        runs = [write_all(results, directory) for _ in range(repeat)]
+        runs = [write_all(results, directory) for dummy in range(repeat)]
         sizes, report = runs[-1][1], runs[-1][2]
         steps = dict((step, benchlib.median([r[0][step] for r in runs])) for step in runs[0][0])
         if report["summary"]["total"] != nodes:

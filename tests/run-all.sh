@@ -60,7 +60,9 @@ for s in "${STAGES[@]}"; do
       fi ;;
     lint)
       stage "ansible-lint --profile production (the whole collection, .ansible-lint) + antsibull-changelog lint"
-      ansible-lint --profile production --offline && antsibull-changelog lint ;;
+      # two commands, not `a && b`: set -e does not stop on the first of an && list, so a lint failure went unseen
+      ansible-lint --profile production --offline
+      antsibull-changelog lint ;;
     sanity)
       stage "ansible-test sanity (node-side Pythons: $(node_pythons | sed 's#.*/versions/##; s#/bin##' | tr '\n' ' '))"
       tree=$(ansible_test_tree)

@@ -29,8 +29,9 @@ description:
     naming the holder (module pid, run id, since when). The build runs under a holder process that ends it - and
     everything it started, also C(setsid) daemons and background jobs - when the attempt ends or the module dies
     (SIGKILL, the async limit, the OOM killer), under every O(confinement).
-  - Writes a stamp of the source (git HEAD plus the content of modified and untracked files under O(source), or the content of every file without git), the toolchain (path, file and version of cc, c++, nvcc,
-    cmake, ninja) and the configuration (not the job count), so an up-to-date build returns C(changed=false).
+  - Writes a stamp of the source (git HEAD plus the content of modified and untracked files under O(source), or the
+    content of every file without git), the toolchain (path, file and version of cc, c++, nvcc, cmake, ninja) and the
+    configuration (not the job count), so an up-to-date build returns C(changed=false).
   - Writes a log file and a JSON status file (state, attempt, jobs, ninja's C([N/M]) progress, memory in use) that
     a poller can read while the module runs under C(async); it names its run (C(run_id), C(module_pid),
     C(module_start_time)) and is written as soon as the lock is taken. A status still saying C(running) whose module
@@ -164,7 +165,7 @@ options:
       - C(ccache) - 4.0 or newer (older ones are refused), always with C(CCACHE_DEPEND=1) (its default mode hashes
         C(nvcc -E), which sees one architecture only, and returns OLD objects after host-only or
         C(__CUDA_ARCH__)-specific edits), C(CCACHE_BASEDIR) (the source and build directories' common parent),
-        C(CCACHE_NOHASHDIR=true) and C(CCACHE_COMPILERCHECK=content); RV(compiler_cache.settings) lists them.
+        C(CCACHE_NOHASHDIR=true) and C(CCACHE_COMPILERCHECK=content); RV(compiler_cache) lists them under C(settings).
       - C(sccache) - 0.10 or newer; a server of the build's own (a socket per build directory) started inside the
         confinement and stopped after each attempt; the shared store of a fleet is O(compiler_cache_redis) or a
         shared O(compiler_cache_dir).

@@ -223,14 +223,13 @@ def fleet_memory_chart(report, width=960, height=220):
     for index, (available, name, memory) in enumerate(known):
         need = memory.get("required_bytes")
         x = left + index * slot + gap / 2
-        bar = dict(name=name, x=x, w=max(slot - gap, 0.5), total_y=top + plot_h - memory["effective_total_bytes"] * scale,
-                   total_h=memory["effective_total_bytes"] * scale, y=top + plot_h - available * scale, h=available * scale,
-                   below=need is not None and available < need,
-                   title="%s: %s available of %s%s" % (name, memory.get("effective_available_human"),
-                                                        memory.get("effective_total_human"),
-                                                        "; requires %s" % human(need) if need else ""),
-                   need_y=top + plot_h - need * scale if need is not None and one_required is None else None)
-        bars.append(bar)
+        title = "%s: %s available of %s%s" % (name, memory.get("effective_available_human"), memory.get("effective_total_human"),
+                                              "; requires %s" % human(need) if need else "")
+        total = memory["effective_total_bytes"]
+        bars.append(dict(name=name, x=x, w=max(slot - gap, 0.5), total_y=top + plot_h - total * scale, total_h=total * scale,
+                         y=top + plot_h - available * scale, h=available * scale, title=title,
+                         below=need is not None and available < need,
+                         need_y=top + plot_h - need * scale if need is not None and one_required is None else None))
     labels = []
     if labelled:
         labels = [dict(x=b["x"] + b["w"] / 2, y=top + plot_h + 12, text=b["name"]) for b in bars]

@@ -15,7 +15,8 @@ from conftest import finish_module, start_module, wait_for_status
 
 # a ninja project whose steps print like nvcc + ptxas: a [N/M] line, then thousands of ptxas lines
 NINJA = """rule flood
-  command = sh -c 'i=0; while [ $$i -lt 40000 ]; do echo "ptxas info    : Used 168 registers, used 1 barriers, 98304 bytes smem for sm_120a kernel $$i"; i=$$((i+1)); done; sleep $secs; touch $out'
+  command = sh -c 'i=0; while [ $$i -lt 40000 ]; do echo "ptxas info    : Used 168 registers, used 1 barriers, $
+98304 bytes smem for sm_120a kernel $$i"; i=$$((i+1)); done; sleep $secs; touch $out'
   description = Building CUDA object $out
 """
 

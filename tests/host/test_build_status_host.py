@@ -28,8 +28,8 @@ def status_path(build_dir):
 
 
 @pytest.mark.parametrize("make, words", [
-    (lambda p: os.mkfifo(p), "is not a regular file (a FIFO)"),
-    (lambda p: os.mkdir(p), "is not a regular file (a directory)"),
+    (os.mkfifo, "is not a regular file (a FIFO)"),
+    (os.mkdir, "is not a regular file (a directory)"),
     (lambda p: os.symlink("/etc/hostname", p), "is a symbolic link"),
     (lambda p: open(p, "w").write("{not json"), "is not JSON"),
     (lambda p: open(p, "wb").write(b"\xff\xfe{}"), "is not JSON"),

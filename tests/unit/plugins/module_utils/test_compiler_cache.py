@@ -228,8 +228,8 @@ def params(**changes):
 NEW = {"ccache": "ccache version 4.7.5", "sccache": "sccache 0.16.0"}
 
 
-def prepared(values, env=None, versions=NEW):
-    tools = Tools(versions)
+def prepared(values, env=None, versions=None):
+    tools = Tools(versions or NEW)
     env = dict(env or {})
     cache = BuildCache(values, "/src", "/src/build", tools.run, tools.find).prepare(env, 1 << 30)
     return cache, env, tools
