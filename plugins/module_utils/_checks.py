@@ -27,12 +27,26 @@ def _escape(match):
     return "\\x%02x" % code if code <= 0xff else "\\u%04x" % code
 
 
-def printable(text):
-    """``'\\x1b[31mninja\\x07'`` -> ``'\\\\x1b[31mninja\\\\x07'``: visible escapes instead of control characters.
+# Unicode format characters (category Cf: bidi overrides and isolates, zero-width characters, the BOM, tag
+# characters) and the line/paragraph separators: an override (U+202E) reverses what the console shows after it.
+_FORMAT = re.compile(u"[\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b-\u200f\u2028-\u202e"
+                     u"\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb]|\U000110bd|\U000110cd|[\U00013430-\U0001343f]"
+                     u"|[\U0001bca0-\U0001bca3]|[\U0001d173-\U0001d17a]|\U000e0001|[\U000e0020-\U000e007f]")
 
-    A process may be named anything; its name must not colour the console or make the JUnit XML unparseable.
+
+def _escape_format(match):
+    code = ord(match.group(0))
+    return "\\u%04x" % code if code <= 0xffff else "\\U%08x" % code
+
+
+def printable(text):
+    """``'\\x1b[31mninja\\x07'`` -> ``'\\\\x1b[31mninja\\\\x07'``: visible escapes instead of control characters,
+    and of format characters (``'ld.\\u202e'`` -> ``'ld.\\\\u202e'``).
+
+    A process may be named anything; its name must not colour the console, reverse the text after it (a bidi
+    override) or make the JUnit XML unparseable.
     """
-    return _UNPRINTABLE.sub(_escape, text)
+    return _FORMAT.sub(_escape_format, _UNPRINTABLE.sub(_escape, text))
 
 
 def option(policy, key):

@@ -16,7 +16,7 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._constants impo
 from ansible_collections.gpufleet.preflight.plugins.module_utils._human import human, parse_size
 from ansible_collections.gpufleet.preflight.plugins.module_utils._paths import is_within
 from ansible_collections.gpufleet.preflight.plugins.module_utils._versions import split_arch, supports, version_at_least, version_tuple
-from ansible_collections.gpufleet.preflight.plugins.module_utils._checks import describe_age, result, skipped, unknown
+from ansible_collections.gpufleet.preflight.plugins.module_utils._checks import describe_age, printable, result, skipped, unknown
 from ansible_collections.gpufleet.preflight.plugins.module_utils._checks import option as _option
 
 # Oldest Linux driver each CUDA toolkit release needs (CUDA toolkit release notes, table 3): the code nvcc builds
@@ -184,7 +184,7 @@ def check_gpu_compute_apps(facts, policy):
     if not busy:
         return result(name, True, [], expected, "", "gpu")
     message = "GPUs are in use: %s; stop those processes or set preflight_allow_gpu_compute_apps" % ", ".join(
-        "GPU %s: %s (pid %s, %s)" % (index, app.get("name"), app.get("pid"), human(app.get("used_memory_bytes")))
+        "GPU %s: %s (pid %s, %s)" % (index, printable(str(app.get("name"))), app.get("pid"), human(app.get("used_memory_bytes")))
         for index, app in busy[:5])
     return result(name, False, [dict(app, gpu=index) for index, app in busy], expected, message, "gpu")
 

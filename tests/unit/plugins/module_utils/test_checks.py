@@ -21,9 +21,20 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._checks import 
     ("lone \ud800 surrogate", "lone \\ud800 surrogate"),
     ("\ufffe\uffff", "\\ufffe\\uffff"),
     ("Blackwell \u2013 GPU \U0001F680", "Blackwell \u2013 GPU \U0001F680"),  # ordinary Unicode untouched
+    # format characters: a bidi override reversed the console's verdict line after a process name
+    ("ld.<img>\u202e|gnp.exe", "ld.<img>\\u202e|gnp.exe"),
+    ("a\u200bb\u2066c\ufeffd\u2028e\U000e0041", "a\\u200bb\\u2066c\\ufeffd\\u2028e\\U000e0041"),
 ])
 def test_printable(raw, shown):
     assert printable(raw) == shown
+
+
+def test_a_process_name_with_a_bidi_override_is_escaped_in_the_verdict():
+    """Issue 18 finding 13: ``ld.<img ...>`` + U+202E reached the console's readiness verdict raw."""
+    from ansible_collections.gpufleet.preflight.plugins.module_utils._policy import describe_processes
+    text = describe_processes([{"name": u"ld.<img src=x>\u202e|gnp.exe", "pid": 5, "orphaned": True, "age_seconds": 61}])
+    assert u"\u202e" not in text
+    assert text.startswith("ld.<img src=x>\\u202e|gnp.exe (pid 5, orphaned")
 
 
 def test_unknown_fails_and_skipped_passes():

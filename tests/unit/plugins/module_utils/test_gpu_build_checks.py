@@ -137,6 +137,10 @@ CASES = [
      {"gpus": gpus(devices=[device(3, compute_apps=[{"pid": 9, "name": "/usr/bin/dcgm-exporter", "used_memory_bytes": 0}])])},
      {"allowed_gpu_compute_apps": ["dcgm-exporter"]}, "ok", ""),
     (nc.check_gpu_compute_apps, {"gpus": gpus(devices=[device(0, compute_apps=None)])}, {}, "unknown", "could not list"),
+    # a GPU process named with a bidi override: escaped in the verdict the console shows (issue 18 finding 13)
+    (nc.check_gpu_compute_apps,
+     {"gpus": gpus(devices=[device(1, compute_apps=[{"pid": 7, "name": "py\u202eexe.\x1b[31m", "used_memory_bytes": 0}])])}, {},
+     "failed", "GPU 1: py\\u202eexe.\\x1b[31m (pid 7"),
     (nc.check_driver_version, {"gpus": gpus(driver="570.133.20")}, {}, "failed",
      "driver 570.133.20 is older than 580.65.06, which CUDA 13.0 (nvcc here) needs"),
     (nc.check_driver_version, {"gpus": gpus(driver="570.133.20"), "toolchain": toolchain(nvcc=nvcc("12.8"))}, {}, "ok", ""),
