@@ -88,7 +88,8 @@ def test_default_confinement_backs_off_inside_a_systemd_scope(vms):
             # build's own scopes under system.slice; no global OOM, nothing else killed
             kernel = oom_lines(node.kernel_lines_since(before[name]["marker"]))
             assert kernel, "no OOM kill in the kernel log"
-            scope_re = re.compile(r"oom_memcg=/system\.slice/gpufleet-build-vmoom-[0-9a-f]+-\d+-\d+\.scope,")
+            # <base>-p<module pid>-s<its start time>-<attempt>-<epoch>.scope (_confinement.owned_name + the attempt)
+            scope_re = re.compile(r"oom_memcg=/system\.slice/gpufleet-build-vmoom-[0-9a-f]{8}-p\d+-s\d+-\d+-\d+\.scope,")
             for line in kernel:
                 assert "Out of memory:" not in line or "Memory cgroup out of memory" in line, line
                 if "oom-kill:" in line:
