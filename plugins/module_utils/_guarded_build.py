@@ -405,7 +405,10 @@ class GuardedBuild(object):
             result["cgroup"] = result["confinement"]["cgroup"]
             return self._attempts(result, digest, config)
         finally:
-            self._restore_signals(previous_handlers)
+            # once stopping, the rest of a burst stays ignored to the end: the default action restored here would let
+            # the next SIGTERM kill the module before it releases the lock and reports "stopped"
+            self._restore_signals(previous_handlers if self.stop_signal is None
+                                  else dict.fromkeys(previous_handlers, signal.SIG_IGN))
             self.lock.release()
 
     def _take_lock(self):

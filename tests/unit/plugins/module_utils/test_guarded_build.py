@@ -7,8 +7,12 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
 import os
 import signal
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -177,3 +181,37 @@ def test_a_signal_burst_is_acted_on_once(tmp_path):
         assert build.stop_signal == signal.SIGTERM
     finally:
         build._restore_signals(previous)
+
+
+def test_a_long_signal_burst_still_gets_the_stopped_answer(tmp_path):
+    """SIGTERMs every few ms until the module exits (a supervisor retrying, Ctrl-C held down): once the first one's
+    cleanup was done the default action came back, and the next one killed the module before it reported - Ansible
+    saw rc -15 and no result, though the build was stopped. The module must answer "stopped" whatever follows."""
+    (tmp_path / "args.json").write_text(u"%s" % json.dumps({"ANSIBLE_MODULE_ARGS": dict(
+        cmd="sleep 60", chdir=str(tmp_path), confinement="none", jobs=1, memory_limit="256MiB",
+        memory_per_thread="16MiB")}))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(path for path in sys.path if path))
+    proc = subprocess.Popen([sys.executable, "-m", "ansible_collections.gpufleet.preflight.plugins.modules.guarded_build",
+                             str(tmp_path / "args.json")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    status_path = tmp_path / "build" / "gpufleet-build.status.json"
+    deadline = time.time() + 60
+    try:
+        while time.time() < deadline and proc.poll() is None:
+            try:
+                if json.loads(status_path.read_text()).get("state") == "running":
+                    break
+            except (IOError, OSError, ValueError):
+                pass
+            time.sleep(0.1)
+        while proc.poll() is None and time.time() < deadline:
+            os.kill(proc.pid, signal.SIGTERM)
+            time.sleep(0.005)
+        out, err = proc.communicate()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 1, (proc.returncode, err[-2000:])
+    result = json.loads(out)
+    assert result["msg"].startswith("stopped by SIGTERM"), result["msg"]
+    assert json.loads(status_path.read_text())["state"] == "stopped"
