@@ -237,11 +237,19 @@ def registry_directory(euid=None, environ=None):
 
 
 def lock_key(build_dir):
-    """The build directory's identity in the registry: its path with the parent's symlinks resolved (the
-    directory itself may be removed and made again under the same name: it stays the same build)."""
+    """The build directory's identity in the registry: its parent directory's device and inode, and its own name
+    (the directory itself may be removed and made again under the same name: it stays the same build). Every
+    spelling of one directory - symlinks, ``..``, a bind mount of the checkout - gives one key; the path (parent's
+    symlinks resolved, returned too) only where the parent does not exist."""
     build_dir = os.path.abspath(build_dir)
-    real = os.path.join(os.path.realpath(os.path.dirname(build_dir)), os.path.basename(build_dir))
-    return hashlib.sha256(real.encode("utf-8", "surrogateescape")).hexdigest()[:24], real
+    parent = os.path.realpath(os.path.dirname(build_dir))
+    real = os.path.join(parent, os.path.basename(build_dir))
+    try:
+        info = os.stat(parent)
+        identity = "%d:%d/%s" % (info.st_dev, info.st_ino, os.path.basename(build_dir))
+    except OSError:
+        identity = real
+    return hashlib.sha256(identity.encode("utf-8", "surrogateescape")).hexdigest()[:24], real
 
 
 def holder_text(record, path):
