@@ -7,8 +7,8 @@ The module runs as root in directories other users may reach, so every state fil
 ``O_NOFOLLOW`` (a planted symlink fails the open instead of redirecting root's write), new files
 with ``O_EXCL`` then renamed into place, all mode 0600, and a directory owned by another user or
 writable by everyone is refused. The lock is an ``flock`` held by the module in a registry outside the build
-directory (``/run/gpufleet-build`` for root), keyed by the build directory's path: removing and remaking the build
-directory does not free it, and the build never inherits it.
+directory (``/run/gpufleet-build`` for root), keyed by the build directory's parent (device and inode) and name: every
+spelling of it is one build, removing and remaking it does not free the lock, and the build never inherits it.
 """
 
 from __future__ import absolute_import, division, print_function

@@ -24,8 +24,8 @@ description:
   - Detects an OOM kill (the cgroup's C(oom_kill) counter, exit status 137, the kernel log when readable, a watchdog
     stop) and resumes in the same build directory with the jobs halved, up to O(max_attempts); fails clearly when one
     job still does not fit.
-  - Holds a lock per build directory (an C(flock) in C(/run/gpufleet-build), keyed by the build directory's path, so
-    removing the build directory does not free it; the build never inherits it); a second build there is refused
+  - Holds a lock per build directory (an C(flock) in C(/run/gpufleet-build), keyed by the build directory's parent (device and
+    inode) and name, so every spelling of it is one build and removing it does not free the lock; the build never inherits it); a second build there is refused
     naming the holder (module pid, run id, since when). The build runs under a holder process that ends it - and
     everything it started, also C(setsid) daemons and background jobs - when the attempt ends or the module dies
     (SIGKILL, the async limit, the OOM killer), under every O(confinement).
