@@ -215,3 +215,32 @@ def test_a_long_signal_burst_still_gets_the_stopped_answer(tmp_path):
     result = json.loads(out)
     assert result["msg"].startswith("stopped by SIGTERM"), result["msg"]
     assert json.loads(status_path.read_text())["state"] == "stopped"
+
+
+def test_a_live_owner_named_only_by_the_status_is_not_built_beside(tmp_path):
+    """A run whose lock this one cannot see (taken under the lock's former key, by path, before an upgrade; or in
+    another user's registry) still names itself in the status: refused naming it, its status left as it was."""
+    from ansible_collections.gpufleet.preflight.plugins.module_utils._build_process import process_start_time
+    owner = subprocess.Popen(["sleep", "60"])
+    try:
+        build_dir = tmp_path / "build"
+        build_dir.mkdir(mode=0o700)
+        status = {"state": "running", "run_id": "older", "module_pid": owner.pid,
+                  "module_start_time": process_start_time(owner.pid)}
+        (build_dir / "gpufleet-build.status.json").write_text(u"%s" % json.dumps(status))
+        build = GuardedBuild(params(cmd="true", chdir=str(tmp_path), jobs=1, memory_limit="256MiB",
+                                    memory_per_thread="16MiB"), run_with_timeout, find)
+        with pytest.raises(BuildError) as err:
+            build.execute()
+        assert "module pid %d (run older) is running there by its status" % owner.pid in str(err.value)
+        assert json.loads((build_dir / "gpufleet-build.status.json").read_text()) == status
+        # the owner gone: the same status is abandoned, and the build runs
+        owner.kill()
+        owner.wait()
+        result = GuardedBuild(params(cmd="true", chdir=str(tmp_path), jobs=1, memory_limit="256MiB",
+                                     memory_per_thread="16MiB"), run_with_timeout, find).execute()
+        assert result["stale_status"] and result["attempts"][-1]["rc"] == 0
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+            owner.wait()
