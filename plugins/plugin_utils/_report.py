@@ -30,25 +30,12 @@ SIGNATURES = {
     "preflight.html": b"<!DOCTYPE html>\n<!-- gpufleet.preflight preflight report -->",  # _html_report
 }
 
-# Unicode format characters (category Cf: bidi overrides and isolates, zero-width joiners, the BOM, tag
-# characters ...) and the line/paragraph separators: a process may carry them in its name, and an override
-# reverses what a report or the console shows after it. Shown as visible escapes, like control characters.
-_FORMAT = re.compile(u"[\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b-\u200f\u2028-\u202e"
-                     u"\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb]|\U000110bd|\U000110cd|[\U00013430-\U0001343f]"
-                     u"|[\U0001bca0-\U0001bca3]|[\U0001d173-\U0001d17a]|\U000e0001|[\U000e0020-\U000e007f]")
-
-
-def _escape_format(match):
-    code = ord(match.group(0))
-    return "\\u%04x" % code if code <= 0xffff else "\\U%08x" % code
-
-
 def safe(text):
     """Any text -> text with no control and no format character: both become visible escapes (``\\x1b``,
     ``\\u202e``). Every string of a report passes through here once (``clean``)."""
     if text.isascii() and text.isprintable():  # most text: nothing to escape, no regex to run
         return text
-    return _FORMAT.sub(_escape_format, printable(text))
+    return printable(text)  # the one rule for control and format characters (_checks)
 
 
 def clean(value):
