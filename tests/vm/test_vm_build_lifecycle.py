@@ -12,6 +12,8 @@ import json
 import threading
 import time
 
+import pytest
+
 from conftest import TIMINGS
 from test_vm_guarded_build import HUNGRY, HUNGRY_CMD, WORK
 
@@ -58,29 +60,52 @@ class Background(object):
         return self.results
 
 
-def start_long_build(vms, name):
-    """A build of 6 steps x 20 s at -j2 (about a minute), started on both VMs; returns (background, {node: status})
-    once each node's build is running in its scope with compile steps (hog) alive."""
-    chdir = "%s/%s" % (WORK, name)
-    for node in vms.nodes.values():
-        node.put_tree(HUNGRY, chdir)
-    args = {"cmd": HUNGRY_CMD.format(mib=8, seconds=20, steps=6), "chdir": chdir, "name": name,
-            "jobs": 2, "memory_limit": "300MiB", "memory_per_thread": "16MiB"}
-    background = Background(vms, "all", "gpufleet.preflight.guarded_build", args)
-    running = {}
-    deadline = time.time() + 240
-    while len(running) < len(vms.nodes) and time.time() < deadline:
-        assert background.thread.is_alive(), "the build ended before it could be interrupted: %s" % (
-            background.results or background.error)
-        for node_name, node in vms.nodes.items():
-            if node_name in running:
-                continue
-            status = read_status(node, chdir)
-            if status.get("state") == "running" and node.run("pgrep -x hog >/dev/null").returncode == 0:
-                running[node_name] = status
+def start_long_builds(vms, seconds_by_name):
+    """Builds of 6 steps x <seconds> at -j2, started on both VMs side by side (one configure's wait for all);
+    returns {name: (background, {node: status}, args)} once each node's build is running in its scope with
+    compile steps (hog) alive."""
+    started, running = {}, {}
+    for name, seconds in sorted(seconds_by_name.items()):
+        chdir = "%s/%s" % (WORK, name)
+        for node in vms.nodes.values():
+            node.put_tree(HUNGRY, chdir)
+        args = {"cmd": HUNGRY_CMD.format(mib=8, seconds=seconds, steps=6), "chdir": chdir, "name": name,
+                "jobs": 2, "memory_limit": "300MiB", "memory_per_thread": "16MiB"}
+        started[name] = (Background(vms, "all", "gpufleet.preflight.guarded_build", args), args)
+        running[name] = {}
+    deadline = time.time() + 300
+    while any(len(found) < len(vms.nodes) for found in running.values()) and time.time() < deadline:
+        for name, (background, args) in started.items():
+            assert background.thread.is_alive(), "the build %s ended before it could be interrupted: %s" % (
+                name, background.results or background.error)
+            for node_name, node in vms.nodes.items():
+                if node_name in running[name]:
+                    continue
+                status = read_status(node, args["chdir"])
+                if status.get("state") == "running" and marked_hogs(node, status.get("build_marker")):
+                    running[name][node_name] = status
         time.sleep(1)
-    assert len(running) == len(vms.nodes), "no running build on %s" % sorted(set(vms.nodes) - set(running))
-    return background, running, args
+    for name, found in running.items():
+        assert len(found) == len(vms.nodes), "%s: no running build on %s" % (name, sorted(set(vms.nodes) - set(found)))
+    return dict((name, (started[name][0], running[name], started[name][1])) for name in started)
+
+
+def marked_hogs(node, marker):
+    """The build's compile steps (hog) that carry its marker."""
+    if not marker:
+        return []
+    return node.out("for p in $(pgrep -x hog); do grep -qzx -- '%s' /proc/$p/environ 2>/dev/null && echo $p; done; true"
+                    % marker).split()
+
+
+@pytest.fixture(scope="module")
+def long_builds(vms):
+    """The build the first test kills (20 s steps) and the one the second stops (40 s steps: it must still run
+    while the first test ends), started together."""
+    builds = start_long_builds(vms, {"killed": 20, "stopme": 40})
+    yield builds
+    for background, dummy, dummy in builds.values():
+        background.thread.join(600)
 
 
 def wait_gone(node, name, marker, seconds=60):
@@ -95,12 +120,12 @@ def wait_gone(node, name, marker, seconds=60):
         time.sleep(0.5)
 
 
-def test_module_killed_mid_build_takes_the_scoped_build_with_it(vms):
+def test_module_killed_mid_build_takes_the_scoped_build_with_it(vms, long_builds):
     """SIGKILL to the module (an async limit, the OOM killer, a lost controller) while its build runs in a systemd
     scope: the holder sees its stdin close and ends the build; systemd collects the empty scope; the lock dies with
     the module, so a rerun is not refused and ends the abandoned status."""
     started = time.time()
-    background, running, args = start_long_build(vms, "killed")
+    background, running, args = long_builds["killed"]
     problems = []
     for name, node in sorted(vms.nodes.items()):
         status = running[name]
@@ -115,7 +140,7 @@ def test_module_killed_mid_build_takes_the_scoped_build_with_it(vms):
             assert results[name]["_status"] == "FAILED", results[name]
             left = wait_gone(node, "killed", status["build_marker"])
             assert not left, "left behind after the module's SIGKILL: %s" % left
-            assert node.run("pgrep -x hog").returncode != 0, "a compile step outlived the module"
+            assert not marked_hogs(node, status["build_marker"]), "a compile step outlived the module"
         except AssertionError as exc:
             problems.append("%s: %s" % (name, exc))
     assert not problems, "\n".join(problems)
@@ -128,14 +153,15 @@ def test_module_killed_mid_build_takes_the_scoped_build_with_it(vms):
         assert result["_status"] == "CHANGED", result.get("msg") or result
         assert result.get("stale_status"), "the rerun says nothing of the abandoned run: %s" % result
         assert read_status(vms.nodes[name], args["chdir"])["state"] == "succeeded"
-    TIMINGS["module_killed_test_seconds"] = time.time() - started
+    TIMINGS["module_killed_test_seconds_with_both_starts"] = time.time() - started
 
 
-def test_state_stopped_ends_a_scoped_build(vms):
+def test_state_stopped_ends_a_scoped_build(vms, long_builds):
     """``state: stopped`` from a second run: the owner ends its build and scope, releases the lock and marks the
     status "stopped"; the first run fails saying so."""
     started = time.time()
-    background, running, args = start_long_build(vms, "stopme")
+    background, running, args = long_builds["stopme"]
+    assert background.thread.is_alive(), "the build to stop ended first: %s" % (background.results or background.error)
     stop = vms.adhoc("all", "gpufleet.preflight.guarded_build",
                      {"chdir": args["chdir"], "state": "stopped", "stop_timeout": 60})
     results = background.join()
@@ -151,7 +177,7 @@ def test_state_stopped_ends_a_scoped_build(vms):
             assert final["state"] == "stopped" and final["run_id"] == status["run_id"], final
             left = wait_gone(node, "stopme", status["build_marker"], seconds=30)
             assert not left, "left behind after state: stopped: %s" % left
-            assert node.run("pgrep -x hog").returncode != 0, "a compile step outlived the stop"
+            assert not marked_hogs(node, status["build_marker"]), "a compile step outlived the stop"
         except AssertionError as exc:
             problems.append("%s: %s" % (name, exc))
     assert not problems, "\n".join(problems)
