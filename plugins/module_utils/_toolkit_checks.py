@@ -15,11 +15,14 @@ __metaclass__ = type
 from ansible_collections.gpufleet.preflight.plugins.module_utils._checks import option, result, unknown
 
 COMPONENTS = ("nvrtc", "cublas", "cublasLt", "driver")
+# Where each comes from, in words that hold on every distribution: Debian has none of NVIDIA's repository
+# packages (cuda-nvrtc-dev, libcublas-dev, cuda-driver-dev), so they are not named.
 _WHAT = {
-    "nvrtc": "nvrtc.h + libnvrtc (install the toolkit's cuda-nvrtc-dev, or a CUDA build of torch: nvidia/cu13 brings it)",
-    "cublas": "cublas_v2.h + libcublas (install libcublas-dev, or a CUDA build of torch)",
-    "cublasLt": "cublasLt.h + libcublasLt (install libcublas-dev, or a CUDA build of torch)",
-    "driver": "libcuda.so from the NVIDIA driver or the toolkit's lib64/stubs (cuda-driver-dev) to link without a GPU",
+    "nvrtc": "nvrtc.h + libnvrtc (a CUDA build of torch in the venv brings it: nvidia/cu13; or NVIDIA's CUDA toolkit)",
+    "cublas": "cublas_v2.h + libcublas (a CUDA build of torch in the venv brings it: nvidia/cu13; or NVIDIA's CUDA toolkit)",
+    "cublasLt": "cublasLt.h + libcublasLt (a CUDA build of torch in the venv brings it: nvidia/cu13; or NVIDIA's CUDA toolkit)",
+    "driver": "libcuda.so to link against: the NVIDIA driver, the toolkit's lib64/stubs, or on a GPU-less builder the "
+              "link-only stub the build_deps role makes in the build venv",
 }
 
 
