@@ -367,7 +367,7 @@ def main(argv=None):
             child.send_signal(signum)
         else:
             leave(config, pid)
-            sys.exit(128 + signum)
+            raise SystemExit(128 + signum)
 
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, forward)
@@ -386,4 +386,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

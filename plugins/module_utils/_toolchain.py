@@ -23,7 +23,7 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._cuda_libraries
 from ansible_collections.gpufleet.preflight.plugins.module_utils._paths import SYSTEM_LIB_DIRS
 from ansible_collections.gpufleet.preflight.plugins.module_utils._run import find_executable, run_with_timeout, search_path
 # The comparisons live in _versions (pure): the readiness checks use them without importing this collector.
-from ansible_collections.gpufleet.preflight.plugins.module_utils._versions import VERSION_RE, split_arch, supports, version_at_least, version_tuple
+from ansible_collections.gpufleet.preflight.plugins.module_utils._versions import VERSION_RE, version_tuple
 
 _VERSION_RE = VERSION_RE
 _NVCC_RE = re.compile(r"release ([0-9]+\.[0-9]+), V([0-9][0-9.]*)")

@@ -30,6 +30,7 @@ SIGNATURES = {
     "preflight.html": b"<!DOCTYPE html>\n<!-- gpufleet.preflight preflight report -->",  # _html_report
 }
 
+
 def safe(text):
     """Any text -> text with no control and no format character: both become visible escapes (``\\x1b``,
     ``\\u202e``). Every string of a report passes through here once (``clean``)."""

@@ -138,7 +138,7 @@ def test_launcher_reads_its_cgroup_limit_and_reclaims_dead_entries(tmp_path):
         with open(str(state / "ledger.json")) as handle:
             assert json.load(handle) == {}
     finally:
-        for _ in range(50):
+        for dummy in range(50):
             try:
                 os.rmdir(group)
                 break

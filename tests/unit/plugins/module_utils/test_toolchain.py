@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils import _toolchain
+from ansible_collections.gpufleet.preflight.plugins.module_utils import _toolchain, _versions
 from ansible_collections.gpufleet.preflight.plugins.module_utils._run import run_with_timeout
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "toolchain")
@@ -68,15 +68,15 @@ def test_list_gpu_arch(cuda, has_120, newest):
     ("13.0", "sm_80a", False, "start at sm_90a"),
 ])
 def test_supports(cuda, arch, ok, words):
-    supported, why = _toolchain.supports(nvcc_facts(cuda), arch)
+    supported, why = _versions.supports(nvcc_facts(cuda), arch)
     assert supported is ok
     assert words in why
 
 
 def test_supports_without_nvcc_and_bad_arch():
-    assert _toolchain.supports({"present": False}, "sm_120a") == (False, "nvcc not found")
+    assert _versions.supports({"present": False}, "sm_120a") == (False, "nvcc not found")
     with pytest.raises(ValueError, match="not a GPU architecture"):
-        _toolchain.supports(nvcc_facts("13.0"), "blackwell")
+        _versions.supports(nvcc_facts("13.0"), "blackwell")
 
 
 @pytest.mark.parametrize("name, parse, expected", [
@@ -95,7 +95,7 @@ def test_simple_versions(name, parse, expected):
     ("3.31.6", "3.31", True), ("3.9.0", "3.10", False), ("4.2.1", "4.0", True), (None, "3.5", None), ("3.25.1", "3.26", False),
 ])
 def test_version_at_least(version, minimum, expected):
-    assert _toolchain.version_at_least(version, minimum) is expected
+    assert _versions.version_at_least(version, minimum) is expected
 
 
 @pytest.mark.parametrize("files, header, library, linkable", [
