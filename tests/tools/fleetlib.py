@@ -396,7 +396,11 @@ class Node:
         write_text(self.config_path, sshd_config_text(self.address, self.port, self.fleet.host_key,
                                                       self.fleet.authorized_keys, self.fleet.sshd_ver))
         write_text(self.log_path, "")
-        inner = 'hostname "$1" && exec "$2" -D -f "$3" -E "$4"'
+        # A node is a fresh machine, not this one: the login shell sshd starts for every command would source this
+        # machine's ~/.bashrc (here `pyenv init`, whose rehash lock, left behind when a node is killed mid-rehash,
+        # makes every later shell on every node wait 60 s). The node's own mount namespace hides it.
+        inner = ('hostname "$1" && { [ ! -f "$HOME/.bashrc" ] || mount --bind /dev/null "$HOME/.bashrc"; } '
+                 '&& exec "$2" -D -f "$3" -E "$4"')
         outer = 'echo $$ > "$1/cgroup.procs" && shift && exec "$@"'
         argv = ["sh", "-c", outer, "sh", self.cgroup_dir,
                 "unshare", "--pid", "--fork", "--mount", "--mount-proc", "--uts",
