@@ -74,10 +74,10 @@ for s in "${STAGES[@]}"; do
       (cd "$tree" && ansible-test integration --requirements --python 3.11 --color no) ;;
     sweep)
       stage "bad-input sweep (tests/sweep: every module, action, filter and role variable family through Ansible)"
-      pytest -q -s -p no:cacheprovider -p ci_no_skip tests/sweep ;;
+      pytest -q -s -p no:cacheprovider -p ci_no_skip --durations=8 tests/sweep ;;
     host|build|roles|fleet|scheduler)
       stage "pytest tests/$s (real processes, cgroups, sshd nodes)"
-      if [ -d "tests/$s" ]; then pytest -q -p no:cacheprovider -p ci_no_skip "tests/$s"; else echo "tests/$s: none yet"; fi ;;
+      if [ -d "tests/$s" ]; then pytest -q -p no:cacheprovider -p ci_no_skip --durations=8 "tests/$s"; else echo "tests/$s: none yet"; fi ;;
     build-check)
       stage "ansible-galaxy collection build, install into an empty path, run the preflight from it"
       tests/build-check.sh ;;
@@ -88,7 +88,7 @@ for s in "${STAGES[@]}"; do
       python3 tests/vm/vmlib.py up --background || echo "vm-images: not started; the vm stage says why" ;;
     vm)
       stage "pytest tests/vm (real systemd + cgroup v2 nodes: Debian VMs over ssh)"
-      pytest -q -p no:cacheprovider -p ci_no_skip tests/vm ;;
+      pytest -q -p no:cacheprovider -p ci_no_skip --durations=8 tests/vm ;;
     bench-quick)
       stage "benchmarks in quick mode (no timing asserted)"
       if [ -x bench/run-all.sh ]; then GPUFLEET_BENCH_QUICK=1 bench/run-all.sh; else echo "bench: none yet"; fi ;;

@@ -171,6 +171,12 @@ OPTIONS = (
         "Directory on the controller for C(preflight.json), C(preflight.xml) and C(preflight.md).",
         "Unset: C(reports) in the directory ansible-playbook runs in. A relative path is taken from there too.",
     ]),
+    dict(name="html_template", check=dict(form="path", by="plugins/action/fleet_reports.py"),
+         type="path", default=None, roles=("report",), action=False, description=[
+        "A Jinja2 template of your own for C(preflight.html), rendered with autoescape on instead of the shipped "
+        "C(gpufleet_preflight.html.j2). Its directory is searched first, so it can extend the shipped template and "
+        "replace only the blocks it names. Unset: the shipped template.",
+    ]),
     dict(name="write_reports", check=dict(form="bool"), type="bool", default=True, roles=("report",), action=False, description=[
         "Write the report files. With V(false) only the console table and the gate are produced.",
     ]),

@@ -89,3 +89,20 @@ def test_a_report_dir_that_is_no_directory_is_said_so(tmp_path, report_dir, what
     assert run.returncode != 0
     assert "report_dir: %s exists and is %s, not a directory" % (path, what) in run.stdout, run.stdout[-3000:]
     assert "free space" not in run.stdout and "Traceback" not in run.stdout
+
+
+def test_a_template_of_your_own_renders_preflight_html(tmp_path):
+    """preflight_html_template reaches fleet_reports: a template extending the shipped one, replacing one block;
+    a path that is not there is named, and nothing is written over the earlier page."""
+    (tmp_path / "ours.html.j2").write_text('{% extends "gpufleet_preflight.html.j2" %}'
+                                           '{% block title %}Rack 7 &amp; friends{% endblock %}')
+    run = preflight(tmp_path, "-e", "preflight_html_template=%s" % (tmp_path / "ours.html.j2"))
+    assert run.returncode == 0, run.stdout[-3000:]
+    page = (tmp_path / "reports" / "preflight.html").read_text()
+    assert "<title>Rack 7 &amp; friends" in page and "localhost" in page, page[:500]
+
+    missing = str(tmp_path / "nope.j2")
+    run = preflight(tmp_path, "-e", "preflight_html_template=%s" % missing)
+    assert run.returncode != 0
+    assert "html_template: %s is not a readable template file" % missing in run.stdout, run.stdout[-3000:]
+    assert "Rack 7" in (tmp_path / "reports" / "preflight.html").read_text(), "the earlier page is kept"
