@@ -76,3 +76,13 @@ def test_none_of_it_when_told_otherwise(tmp_path, venv):
     rc, out = run(tmp_path, venv, "torch==2.0.1", sgl_kernel_torch_for_cuda={"12": "2.0.1", "13": "2.0.1"})
     assert rc == 0, out[-3000:]
     assert "candidate=2.0.1" in out
+
+
+@pytest.mark.parametrize("requirement", ["ninja", "torchvision>=0.20"])
+def test_a_tree_that_does_not_build_against_torch_gets_none(tmp_path, venv, requirement):
+    """The mini tree of tests/build names no torch: the role installed 2.11.0 (a 2.5 GiB download) into its venv."""
+    rc, out = run(tmp_path, venv, requirement)
+    assert rc == 0, out[-4000:]
+    for task in ("Install the torch the tree builds against]", "Refuse when no torch for this CUDA satisfies the tree]"):
+        section = out.split(task, 1)[1].split("TASK [", 1)[0]
+        assert "skipping: [localhost]" in section and "changed" not in section, section
