@@ -183,6 +183,18 @@ def test_the_learned_eta_counts_the_cuda_steps_not_the_cpp_steps():
     assert _timeline.learned_eta(done, 25, 30, 1040.0, {}) is None, "no previous build: no learned ETA"
 
 
+def test_steps_beyond_a_previous_build_that_stopped_part_way_weigh_the_known_mean():
+    """The real tree's rerun: the previous build stopped after 20 C++ and 5 CUDA steps; this attempt did those 25 of
+    30 again. The 5 left were never timed: they weigh the mean of the 25 known (41.6 s), not nothing (it said 0 s)."""
+    weights = dict(("CMakeFiles/x.dir/c%d.cpp.o" % i, 2.0) for i in range(20))
+    weights.update(("CMakeFiles/y.dir/k%d.cu.o" % i, 200.0) for i in range(5))
+    done = sorted(weights)
+    assert _timeline.learned_eta(done, 25, 30, 1040.0, weights) == 208.0
+    # one known step left and five unknown ones, at the measured speed (840 s for 840 s of weight)
+    done.remove("CMakeFiles/y.dir/k4.cu.o")
+    assert _timeline.learned_eta(done, 24, 30, 840.0, weights) == 408.0   # 200 + 5 x 41.6
+
+
 def test_a_follower_learns_from_the_previous_builds_ninja_log(tmp_path):
     build_dir = tmp_path / "build"
     ninja_dir = build_dir / "cp311-cp311-linux_x86_64"
