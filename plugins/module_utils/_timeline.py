@@ -218,6 +218,10 @@ def learned_eta(done_outputs, done, total, elapsed, weights):
     values = sorted(weights.values())
     median = values[len(values) // 2]
     done_set = set(done_outputs)
+    # a resumed build compiles what the previous one did not reach: when most of what this attempt did is unknown
+    # to the weights, they describe other steps (the real tree's resume read 26 h for about one) - no learned ETA
+    if len(done_set & set(weights)) * 2 < len(done_set):
+        return None
     done_weight = sum(weights.get(output, median) for output in done_set)
     if done_weight <= 0:
         return None

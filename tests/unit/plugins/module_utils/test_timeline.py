@@ -195,6 +195,16 @@ def test_steps_beyond_a_previous_build_that_stopped_part_way_weigh_the_known_mea
     assert _timeline.learned_eta(done, 24, 30, 840.0, weights) == 408.0   # 200 + 5 x 41.6
 
 
+def test_a_resumed_build_whose_steps_the_weights_never_saw_gets_no_learned_eta():
+    """The previous build did 25 steps; this attempt resumes with 5 it never reached: its weights are of the steps
+    not run again, so they say nothing of these (the real tree's resume read 26 h)."""
+    weights = previous_build_weights()
+    done = ["CMakeFiles/z.dir/new%d.cu.o" % i for i in range(3)]
+    assert _timeline.learned_eta(done, 3, 8, 300.0, weights) is None
+    assert _timeline.learned_eta(done + ["CMakeFiles/y.dir/k%d.cu.o" % i for i in range(3)], 6, 30, 300.0,
+                                 weights) is not None, "half known: the weights still describe this build"
+
+
 def test_a_follower_learns_from_the_previous_builds_ninja_log(tmp_path):
     build_dir = tmp_path / "build"
     ninja_dir = build_dir / "cp311-cp311-linux_x86_64"
