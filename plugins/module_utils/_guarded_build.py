@@ -274,7 +274,7 @@ class GuardedBuild(object):
                     log_start = log.tell()
                     # every line this attempt adds, not a fixed tail a ptxas flood pushes [N/M] out of; ETA learned
                     # from the previous build's .ninja_log
-                    follower = ProgressFollower.for_build(self.log_path, log_start, self.build_dir)
+                    follower = ProgressFollower.for_build(self.log_path, log_start, self.build_dir, jobs=jobs)
                 except (IOError, OSError) as exc:
                     raise BuildError("cannot write the build log %s: %s" % (self.log_path, exc.strerror or exc))
                 try:

@@ -201,7 +201,7 @@ def find_ninja_logs(build_dir, depth=3):
     return [path for _mtime, path in sorted(found, reverse=True)]
 
 
-def learned_eta(done_outputs, done, total, elapsed, weights):
+def learned_eta(done_outputs, done, total, elapsed, weights, jobs=1):
     """Seconds left, weighted by what each step took before (``weights``: output -> seconds, from the previous
     build's ``.ninja_log``), or None without weights or progress.
 
@@ -210,7 +210,10 @@ def learned_eta(done_outputs, done, total, elapsed, weights):
     CUDA steps after, the rate of the first few minutes says nothing of the hours to come, the weights do. When the
     previous build stopped part-way, fewer steps are known than are left: those beyond it weigh the mean of every
     known step (not nothing - an ETA of 0 s at 45 % of the real tree). The ratio of elapsed time to done weight
-    carries this machine's speed and parallelism."""
+    carries this machine's speed and parallelism; until a few steps are done it says little (the real tree's resume
+    finished a 0.04 s stub first and read 24 h), so it starts from what the weights imply - ``jobs`` steps at a
+    time at the speed they were timed - counted as one round of ``jobs`` steps of evidence, which the measured
+    ratio soon outweighs."""
     if not weights or not total or done is None or not elapsed or elapsed <= 0:
         return None
     if done >= total:
@@ -231,7 +234,10 @@ def learned_eta(done_outputs, done, total, elapsed, weights):
         left_weight = left * sum(unseen) / len(unseen)
     else:
         left_weight = sum(unseen) + (left - len(unseen)) * sum(values) / len(values)
-    return round(left_weight * (float(elapsed) / done_weight), 1)
+    jobs = max(1, jobs or 1)
+    prior_weight = jobs * left_weight / left
+    ratio = (float(elapsed) + prior_weight / jobs) / (done_weight + prior_weight)
+    return round(left_weight * ratio, 1)
 
 
 class ProgressFollower(object):
@@ -240,8 +246,9 @@ class ProgressFollower(object):
     prints a few lines per kernel and architecture) as it was out of a fixed 8 KiB tail. Remembers the last
     ``[N/M]``, its step, and which outputs this attempt finished (for ``learned_eta``)."""
 
-    def __init__(self, path, start=0, weights=None, clock=None):
+    def __init__(self, path, start=0, weights=None, clock=None, jobs=1):
         self.path = path
+        self.jobs = jobs
         self.offset = start
         self.weights = weights or {}
         self.clock = clock or time.time
@@ -253,7 +260,7 @@ class ProgressFollower(object):
         self._partial = b""
 
     @classmethod
-    def for_build(cls, path, start, build_dir, clock=None):
+    def for_build(cls, path, start, build_dir, clock=None, jobs=1):
         """A follower whose weights come from the newest ``.ninja_log`` under ``build_dir`` (none: no weights)."""
         weights = {}
         for ninja_log in find_ninja_logs(build_dir):
@@ -261,7 +268,7 @@ class ProgressFollower(object):
             if text:
                 weights = parse_ninja_log(text)
                 break
-        return cls(path, start, weights, clock)
+        return cls(path, start, weights, clock, jobs)
 
     def update(self):
         """Read what the log gained since the last look; the state: ``{progress, step, eta_seconds}``."""
@@ -309,7 +316,7 @@ class ProgressFollower(object):
         eta = None
         if self.progress:
             eta = learned_eta(self.done_outputs, self.progress["done"], self.progress["total"],
-                              self.clock() - self.started, self.weights)
+                              self.clock() - self.started, self.weights, self.jobs)
         return {"progress": self.progress, "step": self.step, "eta_seconds": eta,
                 "eta_basis": "learned" if eta is not None else None, "skipped_bytes": self.skipped_bytes}
 

@@ -205,6 +205,22 @@ def test_a_resumed_build_whose_steps_the_weights_never_saw_gets_no_learned_eta()
                                  weights) is not None, "half known: the weights still describe this build"
 
 
+def test_the_first_steps_of_a_build_start_from_the_weights_not_from_one_tiny_step():
+    """The real tree's resume (2 jobs): its first step was a 0.04 s stub, done 0.7 s in - elapsed over done weight
+    made 24 h of 62 steps of 79 s. Until a few steps are done the ETA is what the weights imply at 2 jobs (half
+    the work left), and then what this build measures."""
+    weights = dict(("CMakeFiles/y.dir/k%d.cu.o" % i, 79.0) for i in range(62))
+    weights["CMakeFiles/stub.dir/stub.cpp.o"] = 0.04
+    done = ["CMakeFiles/stub.dir/stub.cpp.o"]
+    first = _timeline.learned_eta(done, 1, 63, 0.7, weights, jobs=2)
+    assert 0.45 * 62 * 79 < first < 0.55 * 62 * 79
+    assert _timeline.learned_eta(done, 1, 63, 0.7, weights) > 0.9 * 62 * 79, "one job at a time: all of it"
+    # 40 steps later the build has shown its own speed: 0.8 s per second of weight (slower than 2 jobs would be)
+    done += ["CMakeFiles/y.dir/k%d.cu.o" % i for i in range(40)]
+    measured = _timeline.learned_eta(done, 41, 63, 0.8 * 40 * 79, weights, jobs=2)
+    assert 0.7 * 22 * 79 < measured < 0.8 * 22 * 79
+
+
 def test_a_follower_learns_from_the_previous_builds_ninja_log(tmp_path):
     build_dir = tmp_path / "build"
     ninja_dir = build_dir / "cp311-cp311-linux_x86_64"
