@@ -16,8 +16,12 @@ before a cache launcher when there is one) and:
   of what the running compiles reserved plus its own peak fits the budget (the build cgroup's memory limit less a
   reserve, or the configured budget) - alone it always runs, so a source bigger than the budget still gets its chance
   and an OOM backs the build off as before;
-- runs the compiler, then records the largest resident size of any process it started (``RUSAGE_CHILDREN``) as the
-  source's peak (a compile killed by a signal keeps the larger of its partial peak and the one known before).
+- runs the compiler and, while it runs, raises its reservation to what the compile really holds (the resident size
+  of the launcher's process tree, times the margin) once that passes what was reserved: a source never seen, or one
+  that grew since, holds the budget it uses, so the compiles that come after wait for it (the real tree's
+  ``w4a8_grouped_mm_c3x.cu``, never seen, reserved the 5 GiB default and held 13.4);
+- then records the largest resident size of any process it started (``RUSAGE_CHILDREN``) as the source's peak (a
+  compile killed by a signal keeps the larger of its partial peak and the one known before).
 
 The ledger is a small JSON file under ``flock``; entries of dead launchers are reclaimed. Stdlib only: the role copies
 this file beside the build and runs it with the build venv's python (``python gpufleet_admit.py --config=F -- cc ...``).
@@ -132,6 +136,25 @@ def decide(ledger, pid, budget_bytes, now=None):
     if me.get("seconds") and now + me["seconds"] <= shadow:
         return True
     return me["bytes"] <= spare
+
+
+def grown(reserved_bytes, live_bytes, margin):
+    """The reservation of a running compile that holds ``live_bytes``: what it reserved, or more once it uses more
+    (times the margin, as a learned peak is; it may grow further)."""
+    return max(int(reserved_bytes), int(live_bytes * margin))
+
+
+def tree_members(stats, root):
+    """The pids of ``root`` and its descendants, from ``{pid: ppid}``."""
+    children = {}
+    for pid, ppid in stats.items():
+        children.setdefault(ppid, []).append(pid)
+    members, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        members.append(pid)
+        todo.extend(children.get(pid, ()))
+    return members
 
 
 def record(peaks, key, peak_bytes, seconds, killed, now):
@@ -257,6 +280,33 @@ UNITS = {"": 1, "B": 1, "K": 1024, "KB": 1000, "KIB": 1024, "M": 1024 ** 2, "MB"
          "G": 1024 ** 3, "GB": 1000 ** 3, "GIB": 1024 ** 3, "T": 1024 ** 4, "TB": 1000 ** 4, "TIB": 1024 ** 4}
 
 
+def parent_pids(proc="/proc"):
+    """``{pid: ppid}`` of every process readable now (one that ends meanwhile is left out)."""
+    parents = {}
+    for name in os.listdir(proc):
+        if name.isdigit():
+            try:
+                with open(os.path.join(proc, name, "stat"), "rb") as handle:
+                    # the command name may hold spaces and parentheses: the fields after its last ")"
+                    parents[int(name)] = int(handle.read().rsplit(b")", 1)[1].split()[1])
+            except (IOError, OSError, IndexError, ValueError):
+                pass
+    return parents
+
+
+def resident_bytes(pids, proc="/proc"):
+    """The summed resident size of ``pids`` (``statm``; a process that ends meanwhile counts nothing)."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    total = 0
+    for pid in pids:
+        try:
+            with open(os.path.join(proc, str(pid), "statm")) as handle:
+                total += int(handle.read().split()[1]) * page
+        except (IOError, OSError, IndexError, ValueError):
+            pass
+    return total
+
+
 def to_bytes(value):
     """An int, a number string or a size like 16GiB / 512M -> bytes; None / '' -> None."""
     if value is None or value == "":
@@ -315,6 +365,28 @@ def wait_for_room(config, key, need, pid, log, seconds=None):
             log("gpufleet-admit: %s waits for %.1f GiB of the %.1f GiB budget" % (key, need / 1024.0 ** 3, room / 1024.0 ** 3))
             said = True
         time.sleep(float(config["poll_seconds"]))
+
+
+def hold(config, pid, live_bytes):
+    """Raise this launcher's running reservation to what its compile holds (``grown``), when that is more."""
+    state = config["state_dir"]
+    with Locked(os.path.join(state, "ledger.lock")):
+        ledger = load_json(os.path.join(state, "ledger.json"))
+        entry = ledger.get(str(pid))
+        if entry and entry.get("state") == "running":
+            wanted = grown(entry["bytes"], live_bytes, float(config["margin"]))
+            if wanted > entry["bytes"]:
+                entry["bytes"], entry["grown"] = wanted, True
+                save_json(os.path.join(state, "ledger.json"), ledger)
+
+
+def wait_holding(config, pid, child):
+    """Wait for the compiler; while it runs, hold in the ledger what its process tree really uses. Its return code."""
+    while child.poll() is None:
+        time.sleep(float(config["poll_seconds"]))
+        if child.poll() is None:
+            hold(config, pid, resident_bytes(tree_members(parent_pids(), child.pid)))
+    return child.returncode
 
 
 def leave(config, pid):
@@ -376,7 +448,7 @@ def main(argv=None):
                                       expected_seconds(peaks, key))
         start = time.time()
         child = subprocess.Popen(argv)
-        rc = child.wait()
+        rc = wait_holding(config, pid, child)
         seconds = time.time() - start
     finally:
         leave(config, pid)

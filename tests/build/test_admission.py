@@ -161,3 +161,46 @@ def test_compiler_exit_status_passes_through(tmp_path):
     with open(str(tmp_path / "s" / "ledger.json")) as handle:
         assert json.load(handle) == {}
     assert shutil.which("cc")
+
+
+def test_a_compile_that_grows_past_its_reservation_holds_what_it_uses(tmp_path):
+    """A source never seen reserves the default (100 MiB here) but holds 300: once the launcher sees its compile's
+    process tree hold more than it reserved, its reservation grows (300 x 1.15), so the next compile - learned at
+    200 MiB, which would fit beside the 100 reserved in a 500 MiB budget - waits until it ends (the real tree's
+    w4a8_grouped_mm_c3x.cu reserved the 5 GiB default and held 13.4 GiB while light compiles were admitted)."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "unseen.c").write_text("/* gpufleet-hog: 300 4 */\nint unseen(void) { return 1; }\n")
+    (src / "known.c").write_text("/* gpufleet-hog: 20 0 */\nint known(void) { return 2; }\n")
+    peaks = tmp_path / "peaks.json"
+    peaks.write_text(json.dumps({"known.c": {"peak_bytes": 200 * MIB, "seconds": 1.0, "killed": False}}))
+    config = tmp_path / "config.json"
+    state = tmp_path / "state"
+    config.write_text(json.dumps({"state_dir": str(state), "peaks_path": str(peaks), "root": str(src),
+                                  "budget_bytes": 500 * MIB, "reserve_bytes": 0, "default_bytes": 100 * MIB,
+                                  "poll_seconds": 0.2}))
+
+    def compile_(name):
+        return subprocess.Popen([sys.executable, ADMISSION, "--config=" + str(config), "--", sys.executable, HOGCC, "cc",
+                                 "-c", str(src / name), "-o", str(tmp_path / (name + ".o"))],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
+
+    unseen = compile_("unseen.c")
+    deadline, held = time.time() + 30, 0
+    while time.time() < deadline and held < 300 * MIB:
+        time.sleep(0.1)
+        try:
+            entry = json.loads((state / "ledger.json").read_text()).get(str(unseen.pid)) or {}
+        except (OSError, ValueError):
+            entry = {}
+        held = entry.get("bytes", 0)
+    assert held >= 300 * MIB and entry.get("grown"), entry
+    known = compile_("known.c")
+    known_out, unseen_out = known.communicate(timeout=60)[0], unseen.communicate(timeout=60)[0]
+    assert unseen.returncode == 0 and known.returncode == 0, (unseen_out, known_out)
+    assert "known.c waits for 0.2 GiB of the 0.5 GiB budget" in known_out, known_out
+    # it compiled after the unseen one (which holds its 300 MiB for 4 s), not beside it
+    assert os.path.getmtime(str(tmp_path / "known.c.o")) >= os.path.getmtime(str(tmp_path / "unseen.c.o"))
+    assert json.loads((state / "ledger.json").read_text()) == {}
+    learned = json.loads(peaks.read_text())
+    assert learned["unseen.c"]["peak_bytes"] >= 300 * MIB, learned

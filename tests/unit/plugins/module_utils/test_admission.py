@@ -7,6 +7,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import os
+
 import pytest
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils import _admission as admission
@@ -74,6 +76,33 @@ def test_decide_backfills_what_ends_before_the_head_fits():
     assert not admission.decide(ledger, 3, 15.5 * GIB, now=10)    # would end at 105: it would
     ledger["3"]["seconds"] = None
     assert not admission.decide(ledger, 3, 15.5 * GIB, now=10)    # never seen: no backfilling
+
+
+@pytest.mark.parametrize("reserved, live, expected", [
+    (5 * GIB, 2 * GIB, 5 * GIB),                     # within what it reserved: unchanged
+    (5 * GIB, 10 * GIB, int(10 * GIB * 1.15)),        # a source never seen that holds more: what it holds, with margin
+    (int(15 * GIB * 1.15), 15 * GIB, int(15 * GIB * 1.15)),
+])
+def test_grown_reservation(reserved, live, expected):
+    assert admission.grown(reserved, live, 1.15) == expected
+
+
+def test_tree_members_are_the_root_and_its_descendants():
+    parents = {10: 1, 11: 10, 12: 11, 13: 10, 20: 1, 21: 20}   # nvcc 10 -> cicc 11 -> ptxas 12, cudafe++ 13
+    assert sorted(admission.tree_members(parents, 10)) == [10, 11, 12, 13]
+    assert admission.tree_members(parents, 99) == [99]
+
+
+def test_parent_pids_and_resident_bytes_of_this_process(tmp_path):
+    """Real /proc: this process's parent and resident size; a stat whose command name holds ") (" is read right."""
+    parents = admission.parent_pids()
+    assert parents[os.getpid()] == os.getppid()
+    assert admission.resident_bytes([os.getpid()]) > 1024 * 1024
+    assert admission.resident_bytes([2 ** 22 + 7]) == 0   # no such process: nothing
+    fake = tmp_path / "proc" / "42"
+    fake.mkdir(parents=True)
+    (fake / "stat").write_bytes(b"42 (cc ) (x) S 7 42 42 0 -1")
+    assert admission.parent_pids(str(tmp_path / "proc")) == {42: 7}
 
 
 def test_reclaim_drops_dead_launchers():
