@@ -53,6 +53,8 @@ DEFAULTS = {
     "default_times": 1,                 # ... x nvcc threads
     "margin": 1.15,
     "poll_seconds": 0.5,
+    # how often a running compile's process tree is measured: a scan of /proc (no children lists in every kernel)
+    "sample_seconds": 2.0,
 }
 
 
@@ -382,11 +384,11 @@ def hold(config, pid, live_bytes):
 
 def wait_holding(config, pid, child):
     """Wait for the compiler; while it runs, hold in the ledger what its process tree really uses. Its return code."""
-    while child.poll() is None:
-        time.sleep(float(config["poll_seconds"]))
-        if child.poll() is None:
+    while True:
+        try:
+            return child.wait(timeout=float(config["sample_seconds"]))   # returns as the compiler ends, not later
+        except subprocess.TimeoutExpired:
             hold(config, pid, resident_bytes(tree_members(parent_pids(), child.pid)))
-    return child.returncode
 
 
 def leave(config, pid):

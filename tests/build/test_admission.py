@@ -178,7 +178,7 @@ def test_a_compile_that_grows_past_its_reservation_holds_what_it_uses(tmp_path):
     state = tmp_path / "state"
     config.write_text(json.dumps({"state_dir": str(state), "peaks_path": str(peaks), "root": str(src),
                                   "budget_bytes": 500 * MIB, "reserve_bytes": 0, "default_bytes": 100 * MIB,
-                                  "poll_seconds": 0.2}))
+                                  "poll_seconds": 0.2, "sample_seconds": 0.2}))
 
     def compile_(name):
         return subprocess.Popen([sys.executable, ADMISSION, "--config=" + str(config), "--", sys.executable, HOGCC, "cc",
