@@ -140,6 +140,13 @@ def decide(ledger, pid, budget_bytes, now=None):
     return me["bytes"] <= spare
 
 
+def killed_by_signal(rc):
+    """Whether a compile's exit status says it was killed: by a signal (negative), or - through nvcc or a cache
+    launcher, which report a child's death as 128 + its signal (the real tree's OOM-killed cicc came back as 137) -
+    by the OOM killer or a stop."""
+    return rc < 0 or rc - 128 in (signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
 def grown(reserved_bytes, live_bytes, margin):
     """The reservation of a running compile that holds ``live_bytes``: what it reserved, or more once it uses more
     (times the margin, as a learned peak is; it may grow further)."""
@@ -455,7 +462,7 @@ def main(argv=None):
     finally:
         leave(config, pid)
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
-    learn(config, key, peak, seconds, rc < 0)
+    learn(config, key, peak, seconds, killed_by_signal(rc))
     return 128 - rc if rc < 0 else rc
 
 

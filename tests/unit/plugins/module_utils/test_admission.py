@@ -87,6 +87,17 @@ def test_grown_reservation(reserved, live, expected):
     assert admission.grown(reserved, live, 1.15) == expected
 
 
+@pytest.mark.parametrize("rc, was_killed", [
+    (0, False), (1, False), (2, False), (255, False),
+    (-9, True), (-15, True),
+    (137, True),    # nvcc / ccache: cicc killed by the OOM killer (SIGKILL)
+    (143, True),    # a stop (SIGTERM)
+    (139, False),   # a segfault is the compiler's failure, not a kill
+])
+def test_killed_by_signal(rc, was_killed):
+    assert admission.killed_by_signal(rc) is was_killed
+
+
 def test_tree_members_are_the_root_and_its_descendants():
     parents = {10: 1, 11: 10, 12: 11, 13: 10, 20: 1, 21: 20}   # nvcc 10 -> cicc 11 -> ptxas 12, cudafe++ 13
     assert sorted(admission.tree_members(parents, 10)) == [10, 11, 12, 13]
