@@ -51,6 +51,15 @@ def ninja_steps(build):
     return steps
 
 
+def source_stem(path):
+    """The stem of the source a compiler process works on: ``csrc/moe/topk.cu`` -> ``topk``; nvcc's intermediate
+    files are named ``tmpxft_<id>_<id>-<n>_<stem>.<phase>`` (``..._moe_topk_sigmoid_kernels.cudafe1.cpp``)."""
+    base = os.path.basename(path or "")
+    if base.startswith("tmpxft_"):
+        base = base.split("_", 3)[-1]
+    return base.split(".", 1)[0]
+
+
 def cuda_objects(build):
     """(done, total) CUDA objects of build.ninja (a .cu.o output that exists is done)."""
     total = done = 0
@@ -92,10 +101,11 @@ def main():
         if not output.endswith(".cu.o"):
             continue
         source = output.split(".dir/", 1)[-1][:-2]
-        peak = next((v for k, v in peaks.items() if k.endswith(source.split("/")[-1]) and source.split("/")[-1] in k), {})
+        # keys are relative to the tree (csrc/...) or absolute (a dependency's sources): the same path, whole
+        peak = peaks.get(source) or next((v for k, v in peaks.items() if k.endswith("/" + source)), {})
         by_name = {}
         for proc in procs.get("processes") or []:
-            if proc.get("source") and os.path.basename(source).split(".")[0] in os.path.basename(proc["source"]):
+            if proc.get("source") and source_stem(proc["source"]) == source_stem(source):
                 by_name[proc["name"]] = max(by_name.get(proc["name"], 0), proc["peak_bytes"])
         rows.append({"object": source, "seconds": seconds, "launcher_peak_bytes": peak.get("peak_bytes"), "by_process": by_name})
     summary["objects"] = rows
