@@ -56,8 +56,9 @@ def parse_progress(text):
 
 
 def failed_steps(text, limit=5):
-    """ninja's ``FAILED: <outputs>`` lines (the last ``limit``), the step a person must look at."""
-    found = [line.strip() for line in (text or "").splitlines() if line.startswith("FAILED: ")]
+    """ninja's ``FAILED: <outputs>`` lines (the last ``limit``), the step a person must look at - also where pip
+    indents the build backend's output (``pip wheel -v``: two spaces)."""
+    found = [line.strip() for line in (text or "").splitlines() if line.lstrip().startswith("FAILED: ")]
     return found[-limit:]
 
 

@@ -54,6 +54,13 @@ def test_failed_steps_from_a_real_oom_attempt():
     assert failed_steps("[1/1] ok\n") == []
 
 
+def test_failed_step_of_a_build_through_pip():
+    """The real tree's build through the role (pip wheel -v): pip indents ninja's lines; ninja >= 1.12 adds the code."""
+    assert failed_steps(fixture("pip_ninja_failed_attempt.log")) == [
+        "FAILED: [code=1] CMakeFiles/common_ops_sm100_build.dir/work/field/offline/repo-fast-hadamard-transform/csrc/"
+        "fast_hadamard_transform.cpp.o"]
+
+
 @pytest.mark.parametrize("jobs, halved", [(8, 4), (5, 2), (2, 1), (1, 1)])
 def test_next_jobs(jobs, halved):
     assert next_jobs(jobs) == halved
