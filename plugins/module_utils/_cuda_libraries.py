@@ -101,6 +101,7 @@ def collect_cuda_libraries(nvcc_path=None, python_executable=None, root="/"):
     if not result["driver"]["present"]:
         result["missing"].append("driver")
     result["cmake_args"] = cmake_args(result)
+    result["link_names"] = link_names(result)
     return result
 
 
@@ -129,7 +130,7 @@ def cmake_args(found):
     includes = []
     for name, variables in CMAKE_LIBRARY_VARIABLES:
         entry = found.get(name) or {}
-        if not entry.get("present") or (entry.get("source") == "toolkit" and entry.get("linkable")):
+        if not _found_elsewhere(entry):
             continue
         args += ["-D%s=%s" % (variable, entry["library"]) for variable in variables]
         include = os.path.dirname(entry["header"])
@@ -139,9 +140,36 @@ def cmake_args(found):
         flags = " ".join("-I" + include for include in includes)
         args += ["-DCMAKE_CUDA_FLAGS=" + flags, "-DCMAKE_CXX_FLAGS=" + flags]
     driver = found.get("driver") or {}
-    if driver.get("present") and not (driver.get("source") == "driver" and os.path.basename(driver["library"]) == "libcuda.so"):
+    if _driver_elsewhere(driver):
         args.append("-DCUDA_cuda_driver_LIBRARY=" + driver["library"])
     return args
+
+
+def _found_elsewhere(entry):
+    """A library found where neither CMake's search nor the linker's looks (torch's pip packages), or versioned only."""
+    return bool(entry.get("present")) and not (entry.get("source") == "toolkit" and entry.get("linkable"))
+
+
+def _driver_elsewhere(driver):
+    """A libcuda that is not the driver's unversioned one: the toolkit's stub, a link stub, libcuda.so.1 alone."""
+    return bool(driver.get("present")) and not (driver.get("source") == "driver"
+                                                and os.path.basename(driver["library"]) == "libcuda.so")
+
+
+def link_names(found):
+    """``{unversioned file name: library}`` for the libraries a link by name would not find - sgl-kernel links
+    ``cuda cublas cublasLt nvrtc`` by name (``-lcublas``), and torch's pip packages bring only ``libcublas.so.13``.
+    The sgl_kernel role links these names in a folder of the build directory and puts it on the build's
+    ``LIBRARY_PATH`` (never on the system's library path: nothing loads them at run time)."""
+    names = {}
+    for name, dummy in CMAKE_LIBRARY_VARIABLES:
+        entry = found.get(name) or {}
+        if _found_elsewhere(entry):
+            names["lib%s.so" % name] = entry["library"]
+    driver = found.get("driver") or {}
+    if _driver_elsewhere(driver):
+        names["libcuda.so"] = driver["library"]
+    return names
 
 
 def cuda_versions_match(torch_cuda, nvcc_cuda):

@@ -223,25 +223,40 @@ def test_check_mode_creates_nothing(tmp_path, build_venv):  # noqa: F811 pylint:
     assert not (tmp_path / "src").exists()
 
 
+def torch_pip_layout(tmp_path):
+    """A venv whose CUDA libraries are only in torch's pip layout (nvidia/cu13: libnvrtc.so.13, libcublas.so.13,
+    libcublasLt.so.13 and headers) with build_deps' link-only libcuda stub: (cu13 folder, the toolchain facts'
+    cuda_libraries for it)."""
+    import _cuda_libraries  # pylint: disable=import-error
+    venv = tmp_path / "venv"
+    site = venv / "lib" / "python3.11" / "site-packages" / "nvidia" / "cu13"
+    (site / "include").mkdir(parents=True)
+    (site / "lib").mkdir()
+    (venv / "bin").mkdir()
+    (venv / "bin" / "python").write_text("")
+    for header in ("nvrtc.h", "cublas_v2.h", "cublasLt.h"):
+        (site / "include" / header).write_text("/* stand-in */\n")
+    libraries = [(site / "lib", name, ".so.13") for name in ("nvrtc", "cublas", "cublasLt")]
+    stub = venv / "lib" / _cuda_libraries.LINK_STUB_DIR
+    stub.mkdir()
+    libraries.append((stub, "cuda", ".so"))
+    for folder, name, suffix in libraries:
+        soname = "lib%s.so.%s" % (name, "1" if name == "cuda" else "13")
+        subprocess.check_call(["cc", "-shared", "-fPIC", "-Wl,-soname," + soname, "-x", "c", "-o",
+                               str(folder / ("lib%s%s" % (name, suffix))), "/dev/null"])
+    found = _cuda_libraries.collect_cuda_libraries(shutil.which("nvcc"), str(venv / "bin" / "python"))
+    assert found["nvrtc"]["source"] in ("torch", "toolkit"), found["nvrtc"]
+    if found["nvrtc"]["source"] == "toolkit":
+        pytest.skip("this toolkit has its own nvrtc: the pip layout is not what configure needs here")
+    return site, found
+
+
 def test_torch_pip_layout_libraries_reach_cmake_and_optional_ones_may_miss(tmp_path):
     """Issue 17: nvrtc only in a torch-like pip layout (venv/.../nvidia/cu13/lib/libnvrtc.so.13 + include/nvrtc.h)
     fails configure on its own; the arguments the toolchain facts give (_cuda_libraries.cmake_args, what the role
     passes) make it pass. The optional library dep-mesh looks for (like mscclpp's IBVerbs) stays NOTFOUND and the
     configure goes on."""
-    import _cuda_libraries  # pylint: disable=import-error
-    site = tmp_path / "venv" / "lib" / "python3.11" / "site-packages" / "nvidia" / "cu13"
-    (site / "include").mkdir(parents=True)
-    (site / "lib").mkdir()
-    (tmp_path / "venv" / "bin").mkdir()
-    (tmp_path / "venv" / "bin" / "python").write_text("")
-    for header in ("nvrtc.h", "cublas_v2.h", "cublasLt.h"):
-        (site / "include" / header).write_text("/* stand-in */\n")
-    for name in ("nvrtc", "cublas", "cublasLt"):
-        subprocess.check_call(["cc", "-shared", "-fPIC", "-x", "c", "-o", str(site / "lib" / ("lib%s.so.13" % name)), "/dev/null"])
-    found = _cuda_libraries.collect_cuda_libraries(shutil.which("nvcc"), str(tmp_path / "venv" / "bin" / "python"))
-    assert found["nvrtc"]["source"] in ("torch", "toolkit"), found["nvrtc"]
-    if found["nvrtc"]["source"] == "toolkit":
-        pytest.skip("this toolkit has its own nvrtc: the pip layout is not what configure needs here")
+    site, found = torch_pip_layout(tmp_path)
     argv = ["cmake", "-S", STANDIN, "-G", "Ninja", "-DPython_EXECUTABLE=" + sys.executable, "-DSTANDIN_NEEDS_NVRTC=ON",
             "-DFETCHCONTENT_FULLY_DISCONNECTED=ON"] + _sgl_tree.scan_fetchcontent(STANDIN, OFFLINE)["cmake_args"]
     without = subprocess.run(argv + ["-B", str(tmp_path / "without")], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -254,3 +269,44 @@ def test_torch_pip_layout_libraries_reach_cmake_and_optional_ones_may_miss(tmp_p
         cache = handle.read()
     assert "CUDA_nvrtc_LIBRARY:FILEPATH=%s" % (site / "lib" / "libnvrtc.so.13") in cache
     assert "MESH_IBVERBS_LIBRARIES:FILEPATH=MESH_IBVERBS_LIBRARIES-NOTFOUND" in cache
+
+
+def test_libraries_linked_by_name_are_found_through_the_roles_link_folder(tmp_path):
+    """Issue 17: the real tree's first link through the role failed on `-lcuda -lcublas -lcublasLt` (sgl-kernel links
+    them by name; torch's pip packages bring only libcublas.so.13, the libcuda stub lives in the venv). The role's
+    link.yml links the names the toolchain facts give (cuda_libraries.link_names) in a folder of the build dir and
+    puts it on the build's LIBRARY_PATH: the same link then passes, and the library still needs the real sonames."""
+    site, found = torch_pip_layout(tmp_path)
+    assert sorted(found["link_names"]) == ["libcublas.so", "libcublasLt.so", "libcuda.so", "libnvrtc.so"], found
+    argv = ["cmake", "-S", STANDIN, "-G", "Ninja", "-DPython_EXECUTABLE=" + sys.executable, "-DSTANDIN_NEEDS_NVRTC=ON",
+            "-DSTANDIN_LINK_BY_NAME=ON", "-DFETCHCONTENT_FULLY_DISCONNECTED=ON",
+            "-DCMAKE_CUDA_ARCHITECTURES=120"] + _sgl_tree.scan_fetchcontent(STANDIN, OFFLINE)["cmake_args"]
+    build = tmp_path / "build"
+    subprocess.run(argv + ["-B", str(build)] + found["cmake_args"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                   universal_newlines=True, check=True)
+    without = subprocess.run(["cmake", "--build", str(build), "--target", "ops_sm100_build"], stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, universal_newlines=True, check=False)
+    assert without.returncode != 0 and "cannot find -lcublas" in without.stdout, without.stdout[-2000:]
+
+    playbook = tmp_path / "link.yml"
+    playbook.write_text(
+        "- hosts: localhost\n  gather_facts: false\n  tasks:\n"
+        "    - ansible.builtin.include_role: {name: gpufleet.preflight.sgl_kernel, tasks_from: link.yml}\n"
+        "    - ansible.builtin.copy: {content: '{{ _sgl_kernel_link_env | to_json }}', dest: '%s/link_env.json', mode: '0644'}\n"
+        % build)
+    names = json.dumps({"_sgl_kernel_build_path": str(build), "_sgl_kernel_link_names": found["link_names"],
+                        "sgl_kernel_environment": {"LIBRARY_PATH": "/opt/theirs/lib"}})
+    proc = subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,", "-c",
+                           "local", "-e", "ansible_python_interpreter=" + sys.executable, "-e", names, str(playbook)],
+                          env=ansible_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+                          timeout=300, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    link_env = json.loads((build / "link_env.json").read_text())
+    assert link_env == {"LIBRARY_PATH": "%s/gpufleet-link:/opt/theirs/lib" % build}, link_env
+    assert os.readlink(str(build / "gpufleet-link" / "libcublas.so")) == str(site / "lib" / "libcublas.so.13")
+    linked = subprocess.run(["cmake", "--build", str(build), "--target", "ops_sm100_build"], env=dict(os.environ, **link_env),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, check=False)
+    assert linked.returncode == 0, linked.stdout[-3000:]
+    dynamic = subprocess.check_output(["readelf", "-d", str(build / "sm100" / "libops.so")], universal_newlines=True)
+    # the link folder is for the linker only: no run path of the library points into it
+    assert "gpufleet-link" not in dynamic, dynamic

@@ -93,3 +93,21 @@ def test_cmake_args_for_torch_libraries_and_link_stub(tmp_path):
 ], ids=["all-found-by-cmake", "toolkit-stub", "driver-so1-only", "nothing-found"])
 def test_cmake_args_only_what_cmake_does_not_find(tmp_path, files, expected):
     assert _tree(tmp_path, files)["cmake_args"] == [arg.format(root=str(tmp_path)) for arg in expected]
+
+
+@pytest.mark.parametrize("files, expected", [
+    # torch's pip packages and build_deps' link stub: every name sgl-kernel links by (-lcublas ...) needs a link
+    (BARE_TOOLKIT + TORCH_CU13 + LINK_STUB, {
+        "libnvrtc.so": "venv/lib/python3.11/site-packages/nvidia/cu13/lib/libnvrtc.so.13",
+        "libcublas.so": "venv/lib/python3.11/site-packages/nvidia/cu13/lib/libcublas.so.13",
+        "libcublasLt.so": "venv/lib/python3.11/site-packages/nvidia/cu13/lib/libcublasLt.so.13",
+        "libcuda.so": "venv/lib/gpufleet-cuda-stub/libcuda.so"}),
+    # where the linker finds them itself: none
+    (FULL_TOOLKIT[:-1] + ["usr/lib/x86_64-linux-gnu/libcuda.so"], {}),
+    (FULL_TOOLKIT, {"libcuda.so": "cuda/lib64/stubs/libcuda.so"}),
+    (FULL_TOOLKIT[:-1] + DRIVER, {"libcuda.so": "usr/lib/x86_64-linux-gnu/libcuda.so.1"}),
+    (BARE_TOOLKIT, {}),
+], ids=["torch-pip-and-link-stub", "all-found", "toolkit-stub", "driver-so1-only", "nothing-found"])
+def test_link_names_the_linker_would_not_find(tmp_path, files, expected):
+    found = _tree(tmp_path, files)
+    assert found["link_names"] == dict((name, str(tmp_path / path)) for name, path in expected.items())
