@@ -16,6 +16,7 @@ import argparse
 import glob
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -25,8 +26,27 @@ GI = 1024.0 ** 3
 
 
 def run(argv, **kwargs):
-    proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, check=False, **kwargs)
+    try:
+        proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, check=False,
+                              **kwargs)
+    except OSError as exc:
+        return 127, "%s: %s" % (argv[0], exc.strerror)
     return proc.returncode, proc.stdout
+
+
+def cuda_tool(name, venv=None):
+    """A CUDA toolkit program: on PATH, beside nvcc, in /usr/local/cuda/bin, or the one triton brings in the build
+    venv (a toolkit of nvcc alone has no cuobjdump)."""
+    nvcc = shutil.which("nvcc")
+    candidates = [shutil.which(name), nvcc and os.path.join(os.path.dirname(os.path.realpath(nvcc)), name),
+                  os.path.join("/usr/local/cuda/bin", name)]
+    if venv:
+        candidates += sorted(glob.glob(os.path.join(venv, "lib", "python*", "site-packages", "triton", "backends",
+                                                    "nvidia", "bin", name)))
+    for path in candidates:
+        if path and os.access(path, os.X_OK):
+            return path
+    return name
 
 
 def load(path, default=None):
@@ -118,8 +138,10 @@ def main():
         with zipfile.ZipFile(wheel) as archive:
             archive.extractall(unpacked)
         elf = {}
+        cuobjdump = cuda_tool("cuobjdump", args.venv)
+        summary["cuobjdump"] = cuobjdump
         for lib in sorted(glob.glob(os.path.join(unpacked, "**", "*.so"), recursive=True)):
-            rc, out = run(["cuobjdump", "--list-elf", lib])
+            rc, out = run([cuobjdump, "--list-elf", lib])
             if rc == 0 and out.strip():
                 elf[os.path.relpath(lib, unpacked)] = sorted(set(part for line in out.splitlines() for part in line.split(".")
                                                                  if part.startswith("sm_") or part.startswith("compute_")))
