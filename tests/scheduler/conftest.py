@@ -64,12 +64,13 @@ def cluster():
 def slurm_idle(cluster):  # pylint: disable=redefined-outer-name
     """Every node idle and undrained, no records of ours, before and after the test."""
     def reset():
+        cluster.slurm.ensure_running(cluster.fleet.nodes)
         for node in cluster.fleet.nodes:
             cluster.slurm.scontrol("update", "NodeName=%s" % node.name, "State=RESUME")
         for name in os.listdir(STATE_DIR(cluster)):
             os.unlink(os.path.join(STATE_DIR(cluster), name))
         cluster.slurm.command(["scancel", "--quiet", "--partition=build"])
-        cluster.slurm.wait_states(dict((n.name, "idle") for n in cluster.fleet.nodes), 20)
+        cluster.slurm.wait_states(dict((n.name, "idle") for n in cluster.fleet.nodes), 40)
     reset()
     yield cluster
     reset()

@@ -1066,6 +1066,18 @@ class SlurmCluster:
         self._daemon("slurmctld", ["slurmctld", "-D", "-f", self.conf])
         self._wait(lambda: "UP" in self.scontrol("ping").stdout, timeout, "slurmctld (scontrol ping)")
 
+    def ensure_running(self, nodes):
+        """slurmctld and each node's slurmd up again when a test stopped one and failed before starting it (its
+        later tests would otherwise wait on a node that stays down*)."""
+        if self.pids.get("slurmctld") is None or self.pids["slurmctld"].poll() is not None:
+            self.pids.pop("slurmctld", None)
+            self.start_slurmctld()
+        for node in nodes:
+            pid = self.pids.get("slurmd-" + node.name)
+            if pid is None or not pid_alive(pid):
+                self.pids.pop("slurmd-" + node.name, None)
+                self.start_slurmd(node)
+
     def stop(self):
         for name in [key for key in self.pids if key.startswith("slurmd-")]:
             self.stop_slurmd(self.fleet[name[len("slurmd-"):]])
