@@ -120,8 +120,8 @@ class VMs:
         if extra_vars:
             argv += ["-e", json.dumps(extra_vars)]
         started = time.time()
-        proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
-                              env=self.env(), cwd=vmlib.REPO_ROOT, timeout=timeout, check=False)
+        proc = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              universal_newlines=True, env=self.env(), cwd=vmlib.REPO_ROOT, timeout=timeout, check=False)
         # every run's output stays in the run dir for a failure's post-mortem
         self.calls += 1
         with open(os.path.join(vmlib.run_dir(), "ansible-%03d-%s.log" % (self.calls, module.split(".")[-1])), "w") as log:
@@ -142,13 +142,13 @@ class VMs:
             argv += ["--limit", limit]
         env = self.env()
         env["ANSIBLE_STDOUT_CALLBACK"] = "ansible.builtin.default"
-        return subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
-                              env=env, cwd=vmlib.REPO_ROOT, timeout=timeout, check=False)
+        return subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              universal_newlines=True, env=env, cwd=vmlib.REPO_ROOT, timeout=timeout, check=False)
 
     def close(self):
         for entry in os.listdir(self.control_dir):
             subprocess.run(["ssh", "-o", "ControlPath=%s" % os.path.join(self.control_dir, entry), "-O", "exit", "vm"],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
         shutil.rmtree(self.control_dir, ignore_errors=True)
 
 

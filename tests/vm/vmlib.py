@@ -125,15 +125,19 @@ def ssh_base(node):
 
 
 def ssh(node, command, timeout=120, stdin=None):
-    """Run a shell command on a VM; CompletedProcess with text stdout/stderr."""
-    return subprocess.run(ssh_base(node) + [command], input=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          universal_newlines=True, timeout=timeout, check=False)
+    """Run a shell command on a VM; CompletedProcess with text stdout/stderr. Never our own stdin: ssh makes the
+    stdin it is given non-blocking, and a shared one stays so for the ansible runs after it ("Ansible requires
+    blocking IO on stdin")."""
+    feed = {"input": stdin} if stdin is not None else {"stdin": subprocess.DEVNULL}
+    return subprocess.run(ssh_base(node) + [command], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          universal_newlines=True, timeout=timeout, check=False, **feed)
 
 
 def end_master(node):
     if os.path.exists(control_path(node)):
         subprocess.run(["ssh", "-o", "ControlPath=%s" % control_path(node), "-O", "exit", "root@127.0.0.1"],
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30, check=False)
+                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30,
+                       check=False)
 
 
 def qemu_pid(node):
