@@ -2,7 +2,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet.preflight contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Benchmark: memory admitted per compile (plugins/module_utils/_admission.py) against a fixed -j (issue 17 item 2).
+"""Benchmark: memory admitted per compile (plugins/module_utils/_build/_admission.py) against a fixed -j (issue 17 item 2).
 
 The stand-in tests/projects/standin_mixed_memory has sources of very different memory - two heavy ones (300 MiB for
 3 s each, first in the build order) and ten light ones (40 MiB for 1.5 s) - compiled through hogcc.py, under

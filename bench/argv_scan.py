@@ -59,7 +59,7 @@ for child in children:
 # One measurement: a scan, its wall time and this process's peak RSS (nothing else ran in it).
 MEASURE = r"""
 import json, os, resource, sys, time
-from ansible_collections.gpufleet.preflight.plugins.module_utils import _processes
+from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _processes
 variant, patterns = sys.argv[1], json.loads(sys.argv[2])
 if variant == "unbounded":
     _processes.ARGV0_READ_MAX = _processes.CMDLINE_TOTAL_MAX = 1 << 40

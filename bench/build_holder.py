@@ -20,8 +20,8 @@ import tempfile
 import time
 
 import benchlib
-from ansible_collections.gpufleet.preflight.plugins.module_utils._build_process import BuildProcess, kill_session
-from ansible_collections.gpufleet.preflight.plugins.module_utils._confinement import Confinement
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._build_process import BuildProcess, kill_session
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._confinement import Confinement
 
 
 def holder_run(directory, log, command):

@@ -31,7 +31,7 @@ import tempfile
 import time
 
 import benchlib
-from ansible_collections.gpufleet.preflight.plugins.module_utils._guarded_build import GuardedBuild
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._guarded_build import GuardedBuild
 from ansible_collections.gpufleet.preflight.plugins.module_utils._human import human
 from ansible_collections.gpufleet.preflight.plugins.module_utils._run import find_executable, run_with_timeout, search_path
 from ansible_collections.gpufleet.preflight.plugins.modules.guarded_build import ARGUMENT_SPEC

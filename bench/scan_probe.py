@@ -19,7 +19,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), ".tmp", "collections"))
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils._processes import collect_build_processes  # noqa: E402
+from ansible_collections.gpufleet.preflight.plugins.module_utils._facts._processes import collect_build_processes  # noqa: E402
 
 SEED_GREP = 'ps aux | grep -E "cmake|ninja|cc1plus|nvcc" | grep -v grep | wc -l'
 

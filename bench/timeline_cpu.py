@@ -22,10 +22,10 @@ import tempfile
 import time
 
 import benchlib
-from ansible_collections.gpufleet.preflight.plugins.module_utils import _build_state as state
-from ansible_collections.gpufleet.preflight.plugins.module_utils._guarded_build import GuardedBuild
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _build_state as state
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._guarded_build import GuardedBuild
 from ansible_collections.gpufleet.preflight.plugins.module_utils._run import find_executable, run_with_timeout, search_path
-from ansible_collections.gpufleet.preflight.plugins.module_utils._timeline import DEFAULT_CAPACITY, Timeline
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._timeline import DEFAULT_CAPACITY, Timeline
 from ansible_collections.gpufleet.preflight.plugins.modules.guarded_build import ARGUMENT_SPEC
 
 HUNGRY = os.path.join(benchlib.REPO_ROOT, "tests", "projects", "hungry")

@@ -12,13 +12,13 @@ import time
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
-from ansible_collections.gpufleet.preflight.plugins.module_utils import _policy
-from ansible_collections.gpufleet.preflight.plugins.module_utils import _readiness_options
+from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _policy
+from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _readiness_options
 from ansible_collections.gpufleet.preflight.plugins.module_utils._values import first_non_finite
 
 NODE_FACTS = "gpufleet.preflight.node_facts"
 
-# Declared once, in module_utils/_readiness_options.py (the docs and the role follow from the same table).
+# Declared once, in module_utils/_readiness/_readiness_options.py (the docs and the role follow from the same table).
 ARGUMENT_SPEC = _readiness_options.argument_spec()
 
 

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet.preflight contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-# GENERATED from plugins/module_utils/_readiness_options.py by tests/tools/gen_preflight_options.py: edit there.
+# GENERATED from plugins/module_utils/_readiness/_readiness_options.py by tests/tools/gen_preflight_options.py: edit there.
 
 from __future__ import absolute_import, division, print_function
 

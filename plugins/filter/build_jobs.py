@@ -167,7 +167,7 @@ _value:
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.text.converters import to_native
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils._build_plan import (
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._build_plan import (
     DEFAULT_MEMORY_PER_THREAD,
     MEASURED_MARGIN,
     MIN_MEMORY_PER_THREAD,

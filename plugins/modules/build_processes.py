@@ -261,12 +261,12 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._process_match 
     compile_patterns,
     refuse_broad,
 )
-from ansible_collections.gpufleet.preflight.plugins.module_utils._processes import (
+from ansible_collections.gpufleet.preflight.plugins.module_utils._facts._processes import (
     collect_build_processes,
     filter_selection,
     summarize,
 )
-from ansible_collections.gpufleet.preflight.plugins.module_utils._reap import MAX_GRACE, reap
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._reap import MAX_GRACE, reap
 from ansible_collections.gpufleet.preflight.plugins.module_utils._values import relaxed_spec, seconds
 
 # uid_t is 32 bits and (uid_t)-1 means "no user".

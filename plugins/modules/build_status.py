@@ -71,7 +71,7 @@ error:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.preflight.plugins.module_utils._build_status import (
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._build_status import (
     MAX_MAX_BYTES,
     MIN_MAX_BYTES,
     read_status,

@@ -471,8 +471,8 @@ failed_steps:
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils._build_stop import stop_build
-from ansible_collections.gpufleet.preflight.plugins.module_utils._guarded_build import (
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._build_stop import stop_build
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._guarded_build import (
     BuildError,
     GuardedBuild,
 )

@@ -159,7 +159,7 @@ ansible_facts:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.preflight.plugins.module_utils._node_facts import (
+from ansible_collections.gpufleet.preflight.plugins.module_utils._facts._node_facts import (
     SUBSETS,
     gather,
     validate_options,

@@ -27,7 +27,7 @@ description:
   - Checks of a profile that is not selected are reported with status C(skipped) and why; a check whose facts
     could not be gathered fails with status C(unknown) and why; it never passes silently.
   - This is an action plugin; the module file holds its documentation. The C(gpufleet.preflight.preflight) role wraps it.
-  - Its options are declared once, in C(plugins/module_utils/_readiness_options.py), from which this documentation's
+  - Its options are declared once, in C(plugins/module_utils/_readiness/_readiness_options.py), from which this documentation's
     fragments and the role's variables are generated.
 extends_documentation_fragment:
   - gpufleet.preflight.readiness_options

@@ -140,7 +140,7 @@ import re
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils._sgl_tree import (
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._sgl_tree import (
     arch_number, cmake_cache_notfound, read_ninja_summary, scan_fetchcontent)
 
 

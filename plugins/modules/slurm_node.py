@@ -133,7 +133,7 @@ import os
 import socket
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.preflight.plugins.module_utils import _slurm
+from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _slurm
 from ansible_collections.gpufleet.preflight.plugins.module_utils._run import find_executable, run_with_timeout, search_path
 
 ARGUMENT_SPEC = dict(

@@ -105,7 +105,7 @@ import os
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.preflight.plugins.module_utils import _metrics
+from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _metrics
 
 ARGUMENT_SPEC = dict(
     dir=dict(type="path", required=True),

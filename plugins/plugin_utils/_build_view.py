@@ -23,9 +23,9 @@ __metaclass__ = type
 
 import json
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils import _timeline
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _timeline
 from ansible_collections.gpufleet.preflight.plugins.module_utils._human import human
-from ansible_collections.gpufleet.preflight.plugins.module_utils._checks import printable
+from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness._checks import printable
 from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _report
 
 PHASES = ("queued", "starting", "configuring", "compiling", "linking", "installing", "done", "failed", "stopped",

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet.preflight contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Memory admitted per compile (plugins/module_utils/_admission.py, issue 17 item 2) with real processes and a real
+"""Memory admitted per compile (plugins/module_utils/_build/_admission.py, issue 17 item 2) with real processes and a real
 memory cgroup: the stand-in tests/projects/standin_mixed_memory (two heavy sources first, ten light ones), built by
 guarded_build under a cap the two heavy ones together exceed.
 
@@ -23,7 +23,7 @@ import time
 
 from conftest import PROJECTS, REPO, own_memory_cgroup, run_module
 
-ADMISSION = os.path.join(REPO, "plugins", "module_utils", "_admission.py")
+ADMISSION = os.path.join(REPO, "plugins", "module_utils", "_build", "_admission.py")
 MIXED = os.path.join(PROJECTS, "standin_mixed_memory")
 HOGCC = os.path.join(MIXED, "hogcc.py")
 MIB = 1024 ** 2

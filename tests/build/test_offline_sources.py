@@ -17,7 +17,7 @@ import pytest
 
 from conftest import PROJECTS, REPO, ansible_env
 
-sys.path.insert(0, os.path.join(REPO, "plugins", "module_utils"))
+sys.path.insert(0, os.path.join(REPO, "plugins", "module_utils", "_build"))
 import _sgl_tree  # noqa: E402 pylint: disable=wrong-import-position,import-error
 
 PLAYBOOK = os.path.join(REPO, "playbooks", "prepare_offline_sources.yml")

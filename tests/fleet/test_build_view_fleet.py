@@ -18,7 +18,7 @@ import shutil
 import threading
 import time
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils import _build_plan
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _build_plan
 from fleetlib import REPO_ROOT, TIMINGS, run_playbook
 
 PHASES = ("queued", "configuring", "compiling", "linking", "installing", "done", "failed", "unreachable")

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare")
                                 reason="a bind mount in a private mount namespace needs root and unshare")
 
 SCRIPT = r"""
-from ansible_collections.gpufleet.preflight.plugins.module_utils import _build_state as state
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _build_state as state
 import sys
 checkout, bound, registry = sys.argv[1:4]
 held = state.BuildLock(checkout + "/build", directory=registry).acquire({"module_pid": 1, "run_id": "first"})

@@ -9,7 +9,7 @@ __metaclass__ = type
 
 import os
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils._cpus import collect_cpus
+from ansible_collections.gpufleet.preflight.plugins.module_utils._facts._cpus import collect_cpus
 
 
 def test_collect_cpus_this_host():

@@ -9,7 +9,7 @@ __metaclass__ = type
 
 import subprocess
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils import _gpus
+from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _gpus
 from ansible_collections.gpufleet.preflight.plugins.module_utils._run import find_executable, run_with_timeout, search_path
 
 

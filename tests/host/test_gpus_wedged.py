@@ -32,7 +32,7 @@ exec sleep 600
 
 COLLECT = """
 import json, sys
-from ansible_collections.gpufleet.preflight.plugins.module_utils._gpus import collect_gpus
+from ansible_collections.gpufleet.preflight.plugins.module_utils._facts._gpus import collect_gpus
 print(json.dumps(collect_gpus(timeout=%s, search_paths=[sys.argv[1]])))
 """ % GPU_TIMEOUT
 

@@ -30,7 +30,7 @@ import zlib
 
 import pytest
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils._timeline import Timeline
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._timeline import Timeline
 from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _build_view as view
 from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _html_report as html
 

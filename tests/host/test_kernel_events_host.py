@@ -21,7 +21,7 @@ import time
 
 import pytest
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils import _kernel_events as ke
+from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _kernel_events as ke
 from ansible_collections.gpufleet.preflight.plugins.module_utils._run import run_with_timeout
 
 LIMIT = 64 * 2 ** 20

@@ -16,9 +16,9 @@ import sys
 
 import pytest
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils import _memory
-from ansible_collections.gpufleet.preflight.plugins.module_utils._cgroupfs import parse_proc_cgroup_by_version as parse_proc_cgroup
-from ansible_collections.gpufleet.preflight.plugins.module_utils._memory import collect_memory, free_view, parse_meminfo
+from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _memory
+from ansible_collections.gpufleet.preflight.plugins.module_utils._facts._cgroupfs import parse_proc_cgroup_by_version as parse_proc_cgroup
+from ansible_collections.gpufleet.preflight.plugins.module_utils._facts._memory import collect_memory, free_view, parse_meminfo
 
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                         "unit", "plugins", "module_utils", "fixtures", "memory")
@@ -88,7 +88,7 @@ def test_live_host_matches_direct_reads():
 CHILD = """
 import json, sys
 sys.stdin.readline()  # wait until the parent has moved us into the test cgroup
-from ansible_collections.gpufleet.preflight.plugins.module_utils._memory import collect_memory
+from ansible_collections.gpufleet.preflight.plugins.module_utils._facts._memory import collect_memory
 print(json.dumps(collect_memory()))
 """
 

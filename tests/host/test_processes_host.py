@@ -14,8 +14,8 @@ import sys
 
 import pytest
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils._processes import collect_build_processes, read_stat
-from ansible_collections.gpufleet.preflight.plugins.module_utils._reap import protected_pids, reap
+from ansible_collections.gpufleet.preflight.plugins.module_utils._facts._processes import collect_build_processes, read_stat
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._reap import protected_pids, reap
 
 
 def pids(facts):

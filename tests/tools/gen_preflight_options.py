@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet.preflight contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Write every file that follows from plugins/module_utils/_readiness_options.py (the one declaration).
+"""Write every file that follows from plugins/module_utils/_readiness/_readiness_options.py (the one declaration).
 
     python tests/tools/gen_preflight_options.py          # rewrite the generated files
     python tests/tools/gen_preflight_options.py --check  # exit 1 naming each file that differs (the unit test does too)
@@ -22,9 +22,9 @@ REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 if os.path.join(REPO, ".tmp", "collections") not in sys.path:
     sys.path.insert(0, os.path.join(REPO, ".tmp", "collections"))
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils import _readiness_options as table  # noqa: E402
+from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _readiness_options as table  # noqa: E402
 
-HEADER = "# GENERATED from plugins/module_utils/_readiness_options.py by tests/tools/gen_preflight_options.py: edit there.\n"
+HEADER = "# GENERATED from plugins/module_utils/_readiness/_readiness_options.py by tests/tools/gen_preflight_options.py: edit there.\n"
 ROLE_PREFIX = "preflight_"
 
 
@@ -169,7 +169,7 @@ def differing(root=REPO):
 
 
 def main(argv):
-    return run(argv, generated(), "plugins/module_utils/_readiness_options.py", "python tests/tools/gen_preflight_options.py")
+    return run(argv, generated(), "plugins/module_utils/_readiness/_readiness_options.py", "python tests/tools/gen_preflight_options.py")
 
 
 if __name__ == "__main__":

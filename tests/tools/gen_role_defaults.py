@@ -8,7 +8,7 @@
 
 For the roles whose variables are role-only (build_deps, sgl_kernel): a variable is declared once, in its entry
 point's ``options`` in meta/argument_specs.yml (type, default, description, choices); its defaults/main.yml line is
-generated from there. The preflight role's files come from plugins/module_utils/_readiness_options.py instead
+generated from there. The preflight role's files come from plugins/module_utils/_readiness/_readiness_options.py instead
 (tests/tools/gen_preflight_options.py), because the readiness action shares that table.
 """
 

@@ -42,5 +42,5 @@ def test_non_finite_numbers_are_found_before_int_conversion_overflows(args, foun
 
 
 def test_the_action_takes_the_tables_spec():
-    from ansible_collections.gpufleet.preflight.plugins.module_utils import _readiness_options
+    from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _readiness_options
     assert ARGUMENT_SPEC == _readiness_options.argument_spec()

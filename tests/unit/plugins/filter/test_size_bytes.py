@@ -71,14 +71,16 @@ def test_valid_form_names_an_unknown_form():
 
 
 def test_guarded_build_and_the_policy_use_the_same_forms():
-    from ansible_collections.gpufleet.preflight.plugins.module_utils import _build_options, _policy, _versions
+    from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _build_options
+    from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _policy
+    from ansible_collections.gpufleet.preflight.plugins.module_utils import _versions
     assert _build_options._VERSION is _versions.FORMS["version"] is _policy._FORMS["version"]
     assert _build_options._ARCHS is _versions.FORMS["cuda_arch_list"]
 
 
 def test_build_paths_are_the_modules_own_names():
     from ansible_collections.gpufleet.preflight.plugins.filter.build_paths import build_paths
-    from ansible_collections.gpufleet.preflight.plugins.module_utils import _build_state
+    from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _build_state
     paths = build_paths("/opt/src/sgl-kernel/build")
     assert paths == {"status": "/opt/src/sgl-kernel/build/" + _build_state.STATUS_NAME,
                      "stamp": "/opt/src/sgl-kernel/build/" + _build_state.STAMP_NAME,

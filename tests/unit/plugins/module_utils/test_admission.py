@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils import _admission as admission
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _admission as admission
 
 GIB = 1024 ** 3
 

@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils._build_engine import (
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._build_engine import (
     DONE,
     FAIL,
     RETRY,

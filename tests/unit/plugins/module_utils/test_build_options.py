@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils._build_options import (
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._build_options import (
     LIMITS,
     check_command,
     check_number,

@@ -7,7 +7,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils._build_plan import (
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._build_plan import (
     default_reserve,
     plan_from_facts,
     plan_jobs,
@@ -123,7 +123,7 @@ def test_sizes_in_binary_units_still_read(value, expected):
 
 # ---------------------------------------------------------------- the planner that learns (issue 14 item 4)
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils import _build_plan as learning  # noqa: E402 pylint: disable=wrong-import-position
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _build_plan as learning  # noqa: E402 pylint: disable=wrong-import-position
 
 _MI, _GI = 1024 ** 2, 1024 ** 3
 

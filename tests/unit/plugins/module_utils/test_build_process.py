@@ -11,7 +11,7 @@ import os
 import subprocess
 import time
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils._build_process import (
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._build_process import (
     MARKER_VARIABLE,
     BuildProcess,
     dead_runs_marker,
@@ -21,7 +21,7 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._build_process 
     process_start_time,
     start_time_of,
 )
-from ansible_collections.gpufleet.preflight.plugins.module_utils._confinement import Confinement
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._confinement import Confinement
 
 
 def start(tmp_path, command):

@@ -14,7 +14,7 @@ import threading
 
 import pytest
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils import _build_state as state
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _build_state as state
 from ansible_collections.gpufleet.preflight.plugins.module_utils._run import find_executable, run_with_timeout
 
 GIT = shutil.which("git")

@@ -15,9 +15,9 @@ import time
 
 import pytest
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils._build_engine import BuildError
-from ansible_collections.gpufleet.preflight.plugins.module_utils._build_process import process_start_time
-from ansible_collections.gpufleet.preflight.plugins.module_utils._build_stop import stop_build
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._build_engine import BuildError
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._build_process import process_start_time
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._build_stop import stop_build
 from ansible_collections.gpufleet.preflight.plugins.modules.guarded_build import ARGUMENT_SPEC
 
 # an owner: writes its running status, and on SIGTERM marks it stopped (as GuardedBuild does) and exits

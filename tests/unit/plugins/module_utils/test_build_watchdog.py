@@ -9,13 +9,13 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils._build_watchdog import (
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._build_watchdog import (
     WatchdogConfinement,
     headroom,
     parse_limit,
     parse_stat_value,
 )
-from ansible_collections.gpufleet.preflight.plugins.module_utils._confinement import Unavailable
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._confinement import Unavailable
 
 
 @pytest.mark.parametrize("text, limit", [

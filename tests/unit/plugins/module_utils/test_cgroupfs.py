@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils._cgroupfs import (
+from ansible_collections.gpufleet.preflight.plugins.module_utils._facts._cgroupfs import (
     ancestors,
     cgroup_dir,
     cgroup_dir_in_mount,

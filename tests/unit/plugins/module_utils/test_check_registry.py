@@ -25,8 +25,8 @@ import sys
 
 import pytest
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils import _policy
-from ansible_collections.gpufleet.preflight.plugins.module_utils import _readiness_options as table
+from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _policy
+from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _readiness_options as table
 from ansible_collections.gpufleet.preflight.plugins.module_utils._run import run_with_timeout
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -46,7 +46,7 @@ def action_options():
 @pytest.mark.parametrize("entry", action_options(), ids=lambda entry: entry["name"])
 def test_every_option_has_bounds(entry):
     rule = entry.get("check")
-    assert rule is not None, ("%s has no check in plugins/module_utils/_readiness_options.py: give it "
+    assert rule is not None, ("%s has no check in plugins/module_utils/_readiness/_readiness_options.py: give it "
                               "check=dict(min=..., max=...) or check=dict(form=...) (forms: %s)"
                               % (entry["name"], ", ".join(_policy.FORMS)))
     if "form" in rule:
@@ -69,7 +69,7 @@ def test_every_option_has_bounds(entry):
                          ids=lambda entry: entry["name"])
 def test_every_role_only_variable_says_what_bounds_it(entry):
     rule = entry.get("check")
-    assert rule is not None, ("preflight_%s has no check in plugins/module_utils/_readiness_options.py: give it "
+    assert rule is not None, ("preflight_%s has no check in plugins/module_utils/_readiness/_readiness_options.py: give it "
                               "check=dict(form=...) and, for a form validate_policy does not apply, by=<the plugin or "
                               "task file that enforces it>" % entry["name"])
     if rule.get("form") not in _policy.FORMS:
@@ -111,7 +111,7 @@ def _write_stub(path, text):
 @pytest.fixture(scope="module")
 def fixture_facts(tmp_path_factory):
     """[(label, facts)]: every subset as its collector produces it from the fixtures (stub programs print them)."""
-    from ansible_collections.gpufleet.preflight.plugins.module_utils import _disks, _gpus, _kernel_events, _memory, _processes, _toolchain
+    from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _disks, _gpus, _kernel_events, _memory, _processes, _toolchain
     tmp = tmp_path_factory.mktemp("registry")
     out = []
     for case in sorted(os.listdir(os.path.join(FIXTURES, "memory"))):
@@ -309,7 +309,7 @@ def loaded_module_utils(module):
 
 def test_the_checks_import_no_node_collector():
     # the controller's plugins: tests/unit/plugins/test_plugin_rules.py
-    module = "module_utils._policy"
+    module = "module_utils._readiness._policy"
     loaded = loaded_module_utils(module)
     assert not COLLECTORS & loaded, "%s imports the node collectors %s (put the constant in _constants)" % (
         module, ", ".join(sorted(COLLECTORS & loaded)))
@@ -318,7 +318,7 @@ def test_the_checks_import_no_node_collector():
 def test_every_check_function_is_registered():
     # a check written but not listed in _policy.CHECKS would never run: a half-done change fails here
     import inspect
-    from ansible_collections.gpufleet.preflight.plugins.module_utils import _gpu_build_checks, _toolkit_checks
+    from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _gpu_build_checks, _toolkit_checks
     registered = set(entry["function"] for entry in _policy.CHECKS)
     missing = []
     for module in (_policy, _gpu_build_checks, _toolkit_checks):

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet.preflight contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""module_utils/_checks.py: the shape of a check, and text made safe for a console and XML."""
+"""module_utils/_readiness/_checks.py: the shape of a check, and text made safe for a console and XML."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -9,7 +9,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils._checks import printable, result, skipped, unknown
+from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness._checks import printable, result, skipped, unknown
 
 
 @pytest.mark.parametrize("raw, shown", [
@@ -31,7 +31,7 @@ def test_printable(raw, shown):
 
 def test_a_process_name_with_a_bidi_override_is_escaped_in_the_verdict():
     """Issue 18 finding 13: ``ld.<img ...>`` + U+202E reached the console's readiness verdict raw."""
-    from ansible_collections.gpufleet.preflight.plugins.module_utils._policy import describe_processes
+    from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness._policy import describe_processes
     text = describe_processes([{"name": u"ld.<img src=x>\u202e|gnp.exe", "pid": 5, "orphaned": True, "age_seconds": 61}])
     assert u"\u202e" not in text
     assert text.startswith("ld.<img src=x>\\u202e|gnp.exe (pid 5, orphaned")

@@ -12,7 +12,7 @@ import shlex
 
 import pytest
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils._compiler_cache import (
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._compiler_cache import (
     BuildCache,
     ccache_summary,
     check_version,

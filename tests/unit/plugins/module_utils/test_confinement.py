@@ -10,8 +10,8 @@ import os
 
 import pytest
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils._build_process import process_start_time
-from ansible_collections.gpufleet.preflight.plugins.module_utils._confinement import (
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._build_process import process_start_time
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._confinement import (
     CgroupDir,
     SystemdConfinement,
     Unavailable,

@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils._cpus import (
+from ansible_collections.gpufleet.preflight.plugins.module_utils._facts._cpus import (
     collect_cpus,
     cpus_facts,
     parse_cfs_quota,

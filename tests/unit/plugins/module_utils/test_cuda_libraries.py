@@ -8,7 +8,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils._cuda_libraries import (
+from ansible_collections.gpufleet.preflight.plugins.module_utils._facts._cuda_libraries import (
     collect_cuda_libraries,
     cuda_versions_match,
 )

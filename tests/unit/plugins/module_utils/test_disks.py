@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils import _disks
+from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _disks
 
 MOUNTINFO = u"""\
 27 1 254:0 / / rw,relatime - ext4 /dev/vda rw,discard

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet.preflight contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""module_utils/_gpu_build_checks.py: readiness checks on gpus / toolchain / disks / kernel_events facts, table-driven."""
+"""module_utils/_readiness/_gpu_build_checks.py: readiness checks on gpus / toolchain / disks / kernel_events facts, table-driven."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -11,8 +11,8 @@ import copy
 
 import pytest
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils import _gpu_build_checks as nc
-from ansible_collections.gpufleet.preflight.plugins.module_utils import _policy
+from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _gpu_build_checks as nc
+from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _policy
 
 # the gpu and build profiles' checks, from the one registry
 PROFILE_CHECKS = [entry["function"] for entry in _policy.CHECKS if entry["profile"] != "common"]

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils import _gpus
+from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _gpus
 from ansible_collections.gpufleet.preflight.plugins.module_utils._run import run_with_timeout
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -16,8 +16,8 @@ import time
 
 import pytest
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils._confinement import Confinement, Unavailable
-from ansible_collections.gpufleet.preflight.plugins.module_utils._guarded_build import (
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._confinement import Confinement, Unavailable
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._guarded_build import (
     BuildError,
     GuardedBuild,
     Interrupted,
@@ -25,12 +25,12 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._guarded_build 
     choose,
     strategy_names,
 )
-from ansible_collections.gpufleet.preflight.plugins.module_utils._kernel_events import (
+from ansible_collections.gpufleet.preflight.plugins.module_utils._facts._kernel_events import (
     kmsg_message,
     oom_lines_in_cgroup,
 )
 from ansible_collections.gpufleet.preflight.plugins.module_utils._run import find_executable, run_with_timeout, search_path
-from ansible_collections.gpufleet.preflight.plugins.module_utils._timeline import Timeline
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._timeline import Timeline
 from ansible_collections.gpufleet.preflight.plugins.modules.guarded_build import ARGUMENT_SPEC
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "guarded_build")
@@ -220,7 +220,7 @@ def test_a_long_signal_burst_still_gets_the_stopped_answer(tmp_path):
 def test_a_live_owner_named_only_by_the_status_is_not_built_beside(tmp_path):
     """A run whose lock this one cannot see (taken under the lock's former key, by path, before an upgrade; or in
     another user's registry) still names itself in the status: refused naming it, its status left as it was."""
-    from ansible_collections.gpufleet.preflight.plugins.module_utils._build_process import process_start_time
+    from ansible_collections.gpufleet.preflight.plugins.module_utils._build._build_process import process_start_time
     owner = subprocess.Popen(["sleep", "60"])
     try:
         build_dir = tmp_path / "build"

@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils import _kernel_events as ke
+from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _kernel_events as ke
 from ansible_collections.gpufleet.preflight.plugins.module_utils._run import run_with_timeout
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "kernel_events")

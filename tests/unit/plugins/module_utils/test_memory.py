@@ -12,7 +12,7 @@ import shutil
 
 import pytest
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils._memory import (
+from ansible_collections.gpufleet.preflight.plugins.module_utils._facts._memory import (
     collect_memory,
     effective_view,
     free_view,

@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils import _metrics
+from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _metrics
 
 VERDICT = dict(
     ready=False,

@@ -9,7 +9,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils._mountinfo import parse_mountinfo, unescape_mount_field
+from ansible_collections.gpufleet.preflight.plugins.module_utils._facts._mountinfo import parse_mountinfo, unescape_mount_field
 
 MOUNTINFO = u"""\
 27 1 254:0 / / rw,relatime - ext4 /dev/vda rw,discard

@@ -9,7 +9,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils._node_facts import SUBSETS, gather, validate_options
+from ansible_collections.gpufleet.preflight.plugins.module_utils._facts._node_facts import SUBSETS, gather, validate_options
 
 DEFAULTS = {
     "gather_subset": ["all"], "build_process_names": [], "build_process_patterns": [], "gpu_timeout": 10.0,

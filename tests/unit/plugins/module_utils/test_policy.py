@@ -8,7 +8,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils import _policy
+from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _policy
 
 GIB = 1024 ** 3
 

@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils._processes import (
+from ansible_collections.gpufleet.preflight.plugins.module_utils._facts._processes import (
     DEFAULT_NAMES,
     collect_build_processes,
     filter_selection,
@@ -247,7 +247,7 @@ def test_long_command_lines_are_read_bounded(tmp_path):
     """Issue 18 finding 15: every process's whole command line was read (5,000 x 100 KB: 1.5 GiB). Per process
     only what a name or a pattern needs is read, and all of them together stay under CMDLINE_TOTAL_MAX."""
     import tracemalloc  # pylint: disable=import-outside-toplevel
-    from ansible_collections.gpufleet.preflight.plugins.module_utils import _processes  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _processes  # pylint: disable=import-outside-toplevel
     root = long_argv_tree(tmp_path, 40, 2 * 1024 * 1024)   # 40 command lines of 2 MiB (the kernel's most)
     peaks = []
     for patterns in ([], ["needle"]):
@@ -268,7 +268,7 @@ def test_long_command_lines_are_read_bounded(tmp_path):
 
 
 def test_many_processes_share_the_total(tmp_path, monkeypatch):
-    from ansible_collections.gpufleet.preflight.plugins.module_utils import _processes  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _processes  # pylint: disable=import-outside-toplevel
     monkeypatch.setattr(_processes, "CMDLINE_TOTAL_MAX", 64 * 1024)
     root = long_argv_tree(tmp_path, 30, 8000)
     facts = scan(root=root, patterns=["needle"])

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet.preflight contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""module_utils/_readiness_options.py is the one declaration: everything generated from it, and the action's
+"""module_utils/_readiness/_readiness_options.py is the one declaration: everything generated from it, and the action's
 spec and its documentation, must agree with it (issue 10)."""
 
 from __future__ import absolute_import, division, print_function
@@ -15,7 +15,7 @@ import sys
 import pytest
 import yaml
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils import _readiness_options as table
+from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _readiness_options as table
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
 sys.path.insert(0, os.path.join(REPO, "tests", "tools"))
@@ -24,7 +24,7 @@ gen = importlib.import_module("gen_preflight_options")
 
 def test_every_generated_file_matches_the_table():
     stale = gen.differing(REPO)
-    assert not stale, ("%s drifted from plugins/module_utils/_readiness_options.py: edit the table, then run "
+    assert not stale, ("%s drifted from plugins/module_utils/_readiness/_readiness_options.py: edit the table, then run "
                        "tests/tools/gen_preflight_options.py" % ", ".join(stale))
 
 

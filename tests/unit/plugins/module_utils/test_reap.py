@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils._reap import OTHER_NAMESPACE, pid_namespace, reap
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._reap import OTHER_NAMESPACE, pid_namespace, reap
 
 STAT = "%d (%s) S %d %d %d 0 -1 4194304 100 0 0 0 12 3 0 0 20 0 1 0 %d 3133440 382 18446744073709551615 0 0\n"
 

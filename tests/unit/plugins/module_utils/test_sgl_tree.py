@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils._sgl_tree import (
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._sgl_tree import (
     arch_number,
     cmake_cache_notfound,
     fetchcontent_var,

@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils import _slurm
+from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _slurm
 
 OURS = "gpufleet: available_memory: effective available memory 1Gi is below the 8Gi required"
 T1 = "2026-12-01T20:00:00"

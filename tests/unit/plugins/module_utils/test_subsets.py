@@ -9,7 +9,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils._subsets import resolve_subsets
+from ansible_collections.gpufleet.preflight.plugins.module_utils._facts._subsets import resolve_subsets
 
 KNOWN = ("memory", "build_processes", "gpus")
 

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils._timeline import (
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._timeline import (
     Timeline,
     current_step,
     downsample,
@@ -120,7 +120,7 @@ def test_close_attempt_adds_a_peak_reached_after_the_last_sample():
 
 # ---------------------------------------------------------------- issue 17 item 4: honest progress
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils import _timeline  # noqa: E402
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _timeline  # noqa: E402
 
 PTXAS = (b"ptxas info    : Compiling entry function '_ZN7cutlass6KernelINS_4gemm6kernel13GemmUniversalIJiiiiEEEEvNT_6Params"
          b"E' for 'sm_120a'\nptxas info    : Function properties for _ZN7cutlass6Kernel\n    0 bytes stack frame, 0 bytes "

@@ -12,7 +12,8 @@ import sys
 
 import pytest
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils import _toolchain, _versions
+from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _toolchain
+from ansible_collections.gpufleet.preflight.plugins.module_utils import _versions
 from ansible_collections.gpufleet.preflight.plugins.module_utils._run import run_with_timeout
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "toolchain")

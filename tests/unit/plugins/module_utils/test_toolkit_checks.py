@@ -7,7 +7,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils._toolkit_checks import (
+from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness._toolkit_checks import (
     check_cuda_libraries,
     check_torch_cuda_matches_nvcc,
 )

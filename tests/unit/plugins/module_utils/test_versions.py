@@ -8,7 +8,7 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils import _toolchain
+from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _toolchain
 from ansible_collections.gpufleet.preflight.plugins.module_utils._versions import split_arch, supports, version_at_least, version_tuple
 
 

@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 import re
 import sys
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils._cuda_libraries import collect_cuda_libraries, cuda_versions_match
+from ansible_collections.gpufleet.preflight.plugins.module_utils._facts._cuda_libraries import collect_cuda_libraries, cuda_versions_match
 from ansible_collections.gpufleet.preflight.plugins.module_utils._paths import SYSTEM_LIB_DIRS
 from ansible_collections.gpufleet.preflight.plugins.module_utils._run import find_executable, run_with_timeout, search_path
 # The comparisons live in _versions (pure): the readiness checks use them without importing this collector.

@@ -12,15 +12,15 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._process_match import NameMatcher, compile_patterns
-from ansible_collections.gpufleet.preflight.plugins.module_utils._subsets import resolve_subsets
+from ansible_collections.gpufleet.preflight.plugins.module_utils._facts._subsets import resolve_subsets
 from ansible_collections.gpufleet.preflight.plugins.module_utils._values import absolute_paths, program, seconds
-from ansible_collections.gpufleet.preflight.plugins.module_utils import _memory
-from ansible_collections.gpufleet.preflight.plugins.module_utils import _processes
-from ansible_collections.gpufleet.preflight.plugins.module_utils import _cpus
-from ansible_collections.gpufleet.preflight.plugins.module_utils import _gpus
-from ansible_collections.gpufleet.preflight.plugins.module_utils import _toolchain
-from ansible_collections.gpufleet.preflight.plugins.module_utils import _disks
-from ansible_collections.gpufleet.preflight.plugins.module_utils import _kernel_events
+from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _memory
+from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _processes
+from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _cpus
+from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _gpus
+from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _toolchain
+from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _disks
+from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _kernel_events
 from ansible_collections.gpufleet.preflight.plugins.module_utils import _constants
 
 # Order is the order facts are gathered in; cheap /proc reads first (declared in _constants: the checks read it too).

@@ -5,14 +5,14 @@
 build links - nvrtc, cuBLAS, cuBLASLt (from the CUDA toolkit or torch's nvidia/cu13 pip packages) and libcuda (a
 driver or the toolkit's link stub) - and torch's CUDA major against nvcc's.
 
-Same shape as every check (``module_utils/_checks.py``): ``check(facts, policy)`` -> result / unknown / None.
+Same shape as every check (``module_utils/_readiness/_checks.py``): ``check(facts, policy)`` -> result / unknown / None.
 Registered in ``_policy.CHECKS`` (profile build); cuda_libraries applies with ``require_cuda_libraries``.
 """
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils._checks import option, result, unknown
+from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness._checks import option, result, unknown
 
 COMPONENTS = ("nvrtc", "cublas", "cublasLt", "driver")
 # Where each comes from, in words that hold on every distribution: Debian has none of NVIDIA's repository

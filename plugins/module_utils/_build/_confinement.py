@@ -30,10 +30,10 @@ import re
 import signal
 import time
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils._build_process import process_start_time
-from ansible_collections.gpufleet.preflight.plugins.module_utils._cgroupfs import locate_controller, read_text
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._build_process import process_start_time
+from ansible_collections.gpufleet.preflight.plugins.module_utils._facts._cgroupfs import locate_controller, read_text
 from ansible_collections.gpufleet.preflight.plugins.module_utils._constants import GUARDED_BUILD_CGROUP_PREFIX
-from ansible_collections.gpufleet.preflight.plugins.module_utils._memory import parse_oom_kill_count
+from ansible_collections.gpufleet.preflight.plugins.module_utils._facts._memory import parse_oom_kill_count
 
 CGROUP_PREFIX = GUARDED_BUILD_CGROUP_PREFIX  # declared in _constants: the recent_oom check reads it without this file
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9_.-]+")

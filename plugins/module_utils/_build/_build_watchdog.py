@@ -16,9 +16,9 @@ import os
 import re
 import time
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils._build_process import kill_session
-from ansible_collections.gpufleet.preflight.plugins.module_utils._cgroupfs import ancestors, locate_controller, read_text, tightest
-from ansible_collections.gpufleet.preflight.plugins.module_utils._confinement import Confinement, Unavailable
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._build_process import kill_session
+from ansible_collections.gpufleet.preflight.plugins.module_utils._facts._cgroupfs import ancestors, locate_controller, read_text, tightest
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._confinement import Confinement, Unavailable
 from ansible_collections.gpufleet.preflight.plugins.module_utils._human import human
 
 NO_LIMIT = 1 << 60  # v1 prints "no limit" as a page-rounded 2^63 - 1

@@ -16,8 +16,8 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._constants impo
 from ansible_collections.gpufleet.preflight.plugins.module_utils._human import human, parse_size
 from ansible_collections.gpufleet.preflight.plugins.module_utils._paths import is_within
 from ansible_collections.gpufleet.preflight.plugins.module_utils._versions import split_arch, supports, version_at_least, version_tuple
-from ansible_collections.gpufleet.preflight.plugins.module_utils._checks import describe_age, printable, result, skipped, unknown
-from ansible_collections.gpufleet.preflight.plugins.module_utils._checks import option as _option
+from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness._checks import describe_age, printable, result, skipped, unknown
+from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness._checks import option as _option
 
 # Oldest Linux driver each CUDA toolkit release needs (CUDA toolkit release notes, table 3): the code nvcc builds
 # here must run on this node's driver.

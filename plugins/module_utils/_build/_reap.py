@@ -17,7 +17,7 @@ import os
 import signal
 import time
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils._processes import read_stat
+from ansible_collections.gpufleet.preflight.plugins.module_utils._facts._processes import read_stat
 from ansible_collections.gpufleet.preflight.plugins.module_utils._values import seconds
 
 # The longest grace reaping waits between SIGTERM and SIGKILL: an hour is already far more than a compiler needs.

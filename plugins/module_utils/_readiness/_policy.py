@@ -16,10 +16,10 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._human import h
 from ansible_collections.gpufleet.preflight.plugins.module_utils._process_match import compile_patterns
 from ansible_collections.gpufleet.preflight.plugins.module_utils._values import non_finite
 from ansible_collections.gpufleet.preflight.plugins.module_utils._versions import FORMS as VERSION_FORMS
-from ansible_collections.gpufleet.preflight.plugins.module_utils import _readiness_options
-from ansible_collections.gpufleet.preflight.plugins.module_utils import _gpu_build_checks as gpu_build
-from ansible_collections.gpufleet.preflight.plugins.module_utils import _toolkit_checks as toolkit
-from ansible_collections.gpufleet.preflight.plugins.module_utils._checks import describe_age, option, printable, result, skipped, unknown
+from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _readiness_options
+from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _gpu_build_checks as gpu_build
+from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _toolkit_checks as toolkit
+from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness._checks import describe_age, option, printable, result, skipped, unknown
 from ansible_collections.gpufleet.preflight.plugins.module_utils._constants import SUBSETS as NODE_SUBSETS
 
 

@@ -16,7 +16,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils._cgroupfs import (
+from ansible_collections.gpufleet.preflight.plugins.module_utils._facts._cgroupfs import (
     ancestors,
     locate_controller,
     parse_id_list,

@@ -15,7 +15,7 @@ __metaclass__ = type
 
 import re
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils import _readiness_options
+from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _readiness_options
 
 # Characters no report may carry raw: C0 controls but tab and newline (ESC colours a terminal, BEL rings,
 # CR overwrites a line), DEL, C1 controls, lone surrogates and the two non-characters XML 1.0 forbids.

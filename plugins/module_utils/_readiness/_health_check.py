@@ -26,11 +26,11 @@ import os
 import sys
 import time
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils import _metrics
-from ansible_collections.gpufleet.preflight.plugins.module_utils import _node_facts
-from ansible_collections.gpufleet.preflight.plugins.module_utils import _policy
-from ansible_collections.gpufleet.preflight.plugins.module_utils import _readiness_options
-from ansible_collections.gpufleet.preflight.plugins.module_utils import _slurm
+from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _metrics
+from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _node_facts
+from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _policy
+from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _readiness_options
+from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _slurm
 from ansible_collections.gpufleet.preflight.plugins.module_utils._run import find_executable, run_with_timeout, search_path
 
 DEFAULT_CONFIG = "/etc/gpufleet-preflight/health_check.json"

@@ -16,10 +16,10 @@ import os
 import signal
 import time
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils import _build_state as state
-from ansible_collections.gpufleet.preflight.plugins.module_utils._build_engine import BuildError
-from ansible_collections.gpufleet.preflight.plugins.module_utils._build_options import check_stop_options
-from ansible_collections.gpufleet.preflight.plugins.module_utils._build_process import dead_runs_marker, kill_marked, owner_alive
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _build_state as state
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._build_engine import BuildError
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._build_options import check_stop_options
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._build_process import dead_runs_marker, kill_marked, owner_alive
 
 
 def stop_build(build, timeout, check_mode=False, poll=0.1):

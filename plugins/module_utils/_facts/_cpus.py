@@ -16,7 +16,7 @@ import os
 
 from ansible.module_utils.six import string_types
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils._cgroupfs import ancestors, locate_controller, parse_id_list, read_text, tightest
+from ansible_collections.gpufleet.preflight.plugins.module_utils._facts._cgroupfs import ancestors, locate_controller, parse_id_list, read_text, tightest
 
 
 def parse_cfs_quota(quota_text, period_text):

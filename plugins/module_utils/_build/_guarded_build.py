@@ -20,17 +20,17 @@ import signal
 import subprocess
 import time
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils import _build_engine as engine
-from ansible_collections.gpufleet.preflight.plugins.module_utils import _build_state as state
-from ansible_collections.gpufleet.preflight.plugins.module_utils._build_engine import BuildError, Interrupted
-from ansible_collections.gpufleet.preflight.plugins.module_utils._build_options import check_options, check_size
-from ansible_collections.gpufleet.preflight.plugins.module_utils._build_plan import (
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _build_engine as engine
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _build_state as state
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._build_engine import BuildError, Interrupted
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._build_options import check_options, check_size
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._build_plan import (
     default_reserve,
     measured_memory_per_thread,
     memory_from_facts,
     plan_from_facts,
 )
-from ansible_collections.gpufleet.preflight.plugins.module_utils._build_process import (
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._build_process import (
     MARKER_VARIABLE,
     BuildProcess,
     dead_runs_marker,
@@ -39,20 +39,20 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._build_process 
     owner_alive,
     process_start_time,
 )
-from ansible_collections.gpufleet.preflight.plugins.module_utils._build_watchdog import WatchdogConfinement
-from ansible_collections.gpufleet.preflight.plugins.module_utils._compiler_cache import BuildCache
-from ansible_collections.gpufleet.preflight.plugins.module_utils._confinement import (
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._build_watchdog import WatchdogConfinement
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._compiler_cache import BuildCache
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._confinement import (
     CgroupfsConfinement,
     Confinement,
     SystemdConfinement,
     Unavailable,
     cgroup_name,
 )
-from ansible_collections.gpufleet.preflight.plugins.module_utils._cpus import collect_cpus
+from ansible_collections.gpufleet.preflight.plugins.module_utils._facts._cpus import collect_cpus
 from ansible_collections.gpufleet.preflight.plugins.module_utils._human import human
-from ansible_collections.gpufleet.preflight.plugins.module_utils._kernel_events import KmsgFollower, oom_lines_in_cgroup
-from ansible_collections.gpufleet.preflight.plugins.module_utils._memory import collect_memory
-from ansible_collections.gpufleet.preflight.plugins.module_utils._timeline import ProgressFollower, Timeline
+from ansible_collections.gpufleet.preflight.plugins.module_utils._facts._kernel_events import KmsgFollower, oom_lines_in_cgroup
+from ansible_collections.gpufleet.preflight.plugins.module_utils._facts._memory import collect_memory
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._timeline import ProgressFollower, Timeline
 
 __all__ = ["BuildError", "GuardedBuild", "Interrupted", "METHODS", "choose", "strategy_names"]
 

@@ -14,7 +14,7 @@ __metaclass__ = type
 import os
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._human import human
-from ansible_collections.gpufleet.preflight.plugins.module_utils._mountinfo import parse_mountinfo
+from ansible_collections.gpufleet.preflight.plugins.module_utils._facts._mountinfo import parse_mountinfo
 from ansible_collections.gpufleet.preflight.plugins.module_utils._paths import is_within
 
 
