@@ -17,7 +17,7 @@ import re
 from xml.etree import ElementTree
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness._checks import describe_age, printable
-from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness._policy import parse_memory_requirement
+from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness._policy_validation import parse_memory_requirement
 
 STATUSES = ("ready", "not_ready", "unreachable")
 PROCESSES_KEPT = 50  # per node, in the report; the count is always the whole number

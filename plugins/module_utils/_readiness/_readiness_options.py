@@ -15,7 +15,7 @@ optional ``elements``/``choices``, ``node`` (also a node_facts gathering option,
 ``node_facts_options`` fragment), ``action`` (an option of the readiness action; false for role-only
 variables) and ``roles`` (the preflight role entry points that take it).
 
-``check`` (every action option): what ``_policy.validate_policy`` enforces beyond the type, read from here --
+``check`` (every action option): what ``_policy_validation.validate_policy`` enforces beyond the type, read from here --
 ``min``/``max`` (``above``: strictly greater), with ``unit``/``what``/``why`` for the message, or a ``form``:
 ``size``, ``memory`` (a size or a fraction of the total), ``version`` (``empty``: '' allowed), ``arch``,
 ``compute_capability``, ``absolute_path``, ``path``, ``program_names``, ``process_names``, ``regexes``, ``xids``,

@@ -26,6 +26,8 @@ import sys
 import pytest
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _policy
+
+from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _policy_validation
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _readiness_options as table
 from ansible_collections.gpufleet.preflight.plugins.module_utils._run import run_with_timeout
 
@@ -48,9 +50,9 @@ def test_every_option_has_bounds(entry):
     rule = entry.get("check")
     assert rule is not None, ("%s has no check in plugins/module_utils/_readiness/_readiness_options.py: give it "
                               "check=dict(min=..., max=...) or check=dict(form=...) (forms: %s)"
-                              % (entry["name"], ", ".join(_policy.FORMS)))
+                              % (entry["name"], ", ".join(_policy_validation.FORMS)))
     if "form" in rule:
-        assert rule["form"] in _policy.FORMS, "%s: unknown form %r" % (entry["name"], rule["form"])
+        assert rule["form"] in _policy_validation.FORMS, "%s: unknown form %r" % (entry["name"], rule["form"])
         if rule["form"] == "bool":
             assert entry["type"] == "bool", entry["name"]
         if rule["form"] == "choices":
@@ -61,7 +63,7 @@ def test_every_option_has_bounds(entry):
         low = rule.get("min", rule.get("above"))
         assert low < rule["max"]
         default = entry["default"]
-        assert default is None or _policy._in_bounds(rule, default), "%s: the default %r is out of its bounds" % (
+        assert default is None or _policy_validation._in_bounds(rule, default), "%s: the default %r is out of its bounds" % (
             entry["name"], default)
 
 
@@ -72,7 +74,7 @@ def test_every_role_only_variable_says_what_bounds_it(entry):
     assert rule is not None, ("preflight_%s has no check in plugins/module_utils/_readiness/_readiness_options.py: give it "
                               "check=dict(form=...) and, for a form validate_policy does not apply, by=<the plugin or "
                               "task file that enforces it>" % entry["name"])
-    if rule.get("form") not in _policy.FORMS:
+    if rule.get("form") not in _policy_validation.FORMS:
         assert rule.get("by"), "preflight_%s: form %r needs by=<what enforces it>" % (entry["name"], rule.get("form"))
         repo = os.path.abspath(os.path.join(HERE, "..", "..", "..", ".."))
         assert os.path.isfile(os.path.join(repo, rule["by"])), "preflight_%s: by=%r is no file" % (entry["name"], rule["by"])
@@ -88,14 +90,14 @@ def test_bounds_are_enforced_by_name(entry):
     rule = entry["check"]
     too_big = rule["max"] + 1
     with pytest.raises(ValueError, match="^%s: " % entry["name"]):
-        _policy.validate_policy(dict(table.defaults(), **{entry["name"]: too_big}))
+        _policy_validation.validate_policy(dict(table.defaults(), **{entry["name"]: too_big}))
     too_small = rule.get("min", rule.get("above", 0)) - 1
     with pytest.raises(ValueError, match="^%s: " % entry["name"]):
-        _policy.validate_policy(dict(table.defaults(), **{entry["name"]: too_small}))
+        _policy_validation.validate_policy(dict(table.defaults(), **{entry["name"]: too_small}))
 
 
 def test_the_defaults_are_a_valid_policy():
-    policy = _policy.validate_policy(table.defaults())
+    policy = _policy_validation.validate_policy(table.defaults())
     assert policy["min_available_memory"] == ("absolute", 8 * 1024 ** 3)
 
 
@@ -260,7 +262,7 @@ def test_each_check_reads_what_its_registry_entry_lists(fixture_facts):
     for entry in _policy.CHECKS:
         options_read = set()
         for policy_args in POLICIES:
-            policy = _policy.validate_policy(policy_args)
+            policy = _policy_validation.validate_policy(policy_args)
             for facts in fact_sets(fixture_facts):
                 paths, options = set(), set()
                 result = entry["function"](record(facts, "", paths), record(policy, "", options))
@@ -287,7 +289,7 @@ def test_registry_names_are_unique_and_options_are_in_the_table():
 
 
 def test_evaluate_runs_every_registered_check():
-    policy = _policy.validate_policy(table.defaults())
+    policy = _policy_validation.validate_policy(table.defaults())
     names = [check["name"] for check in _policy.evaluate(healthy_facts(), policy)]
     expected = [entry["name"] for entry in _policy.CHECKS
                 if entry["function"](healthy_facts(), policy) is not None]

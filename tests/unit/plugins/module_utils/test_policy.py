@@ -10,6 +10,8 @@ import pytest
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _policy
 
+from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _policy_validation
+
 GIB = 1024 ** 3
 
 
@@ -17,7 +19,7 @@ def policy(**overrides):
     args = dict(min_available_memory="4GiB", max_build_processes=0, max_memory_pressure=10.0,
                 build_process_patterns=[], profiles=["build", "gpu"], custom_checks=[], wait=0, interval=5)
     args.update(overrides)
-    return _policy.validate_policy(args)
+    return _policy_validation.validate_policy(args)
 
 
 def memory(available, total, limited_by="host", host_total=None, pressure=None):
@@ -43,7 +45,7 @@ def procs(*entries):
     ("8589934592", ("absolute", 8 * GIB)),
 ])
 def test_memory_requirement_forms(value, expected):
-    assert _policy.parse_memory_requirement(value) == expected
+    assert _policy_validation.parse_memory_requirement(value) == expected
 
 
 @pytest.mark.parametrize("overrides, option", [
@@ -189,7 +191,7 @@ def test_verdict_names_every_failed_check():
     ("*", ["all"]),
 ])
 def test_custom_check_subsets_come_from_the_parsed_query(query, subsets):
-    checked = _policy.compile_custom_check(0, {"name": "c", "query": query, "equals": 1})
+    checked = _policy_validation.compile_custom_check(0, {"name": "c", "query": query, "equals": 1})
     assert checked["subsets"] == subsets
 
 
@@ -228,7 +230,7 @@ def test_without_jmespath_custom_checks_are_not_applied_on_the_node(monkeypatch)
         policy(custom_checks=[spec])
     args = dict(min_available_memory="4GiB", max_build_processes=0, max_memory_pressure=None,
                 build_process_patterns=[], profiles=[], custom_checks=[spec], wait=0, interval=5)
-    node_policy = _policy.validate_policy(args, require_jmespath=False)
+    node_policy = _policy_validation.validate_policy(args, require_jmespath=False)
     checks = _policy.evaluate({"memory": memory(8 * GIB, 16 * GIB), "build_processes": {"count": 0}}, node_policy)
     custom = [c for c in checks if c["profile"] == "custom"]
     assert [c["status"] for c in custom] == ["skipped"]
