@@ -17,10 +17,12 @@ import re
 from xml.etree import ElementTree
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness._checks import describe_age, printable
-from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness._policy_validation import parse_memory_requirement
 
 STATUSES = ("ready", "not_ready", "unreachable")
 PROCESSES_KEPT = 50  # per node, in the report; the count is always the whole number
+# Characters of one message a report keeps: every rendering repeats a failure's text (table, groups, grid titles), so
+# one node's 50 MB message made a 200 MB page for the whole fleet. The node's registered result keeps all of it.
+MESSAGE_KEPT = 2000
 
 # How each report file starts, so an earlier report can be replaced and anyone else's file never is.
 SIGNATURES = {
@@ -152,20 +154,27 @@ def _entry_without_facts(status, reason, failed_checks=()):
                 build_processes=None, processes=[], waited_seconds=None, checked_at=None, policy={})
 
 
-def required_memory(policy, total):
-    """The bytes a host's policy requires available (``min_available_memory`` as the option was given, ``4GiB`` or
-    ``0.5`` of the effective total, or parsed: ``[absolute, bytes]``, ``[fraction, f]``), or None."""
-    rule = (policy or {}).get("min_available_memory")
-    if isinstance(rule, (str, int, float)) and not isinstance(rule, bool):
-        try:
-            rule = parse_memory_requirement(rule)
-        except ValueError:
-            return None
-    if not isinstance(rule, (list, tuple)) or len(rule) != 2 or not isinstance(rule[1], (int, float)):
-        return None
-    if rule[0] == "fraction":
-        return int(total * rule[1]) if isinstance(total, (int, float)) else None
-    return int(rule[1])
+def required_memory(checks):
+    """The bytes the host's ``available_memory`` check required (it computed them from the policy), or None."""
+    for check in checks:
+        if check.get("name") == "available_memory":
+            required = check.get("required_bytes")
+            return required if isinstance(required, int) and not isinstance(required, bool) else None
+    return None
+
+
+def bounded(text, kept=MESSAGE_KEPT):
+    """``text`` cut to ``kept`` characters, saying so and how long it was."""
+    if not isinstance(text, str) or len(text) <= kept:
+        return text
+    return "%s... [cut: %d characters in all; the host's registered readiness result has the whole text]" % (
+        text[:kept], len(text))
+
+
+def _bounded_check(check):
+    if isinstance(check, dict) and isinstance(check.get("message"), str) and len(check["message"]) > MESSAGE_KEPT:
+        return dict(check, message=bounded(check["message"]))
+    return check
 
 
 def _process(proc):
@@ -179,9 +188,9 @@ def host_entry(result):
     if not result:
         return _entry_without_facts("unreachable", "no result from this host: it was unreachable or skipped")
     if result.get("unreachable"):
-        return _entry_without_facts("unreachable", "unreachable: %s" % (result.get("msg") or "no answer").strip())
+        return _entry_without_facts("unreachable", bounded("unreachable: %s" % (result.get("msg") or "no answer").strip()))
     if "ready" not in result:
-        return _entry_without_facts("not_ready", "the check itself failed: %s" % (result.get("msg") or "no message"),
+        return _entry_without_facts("not_ready", bounded("the check itself failed: %s" % (result.get("msg") or "no message")),
                                     ["readiness"])
     facts = result.get("ansible_facts") or {}
     memory = facts.get("gpufleet_memory") or {}
@@ -189,12 +198,13 @@ def host_entry(result):
     host = memory.get("host") or {}
     procs = facts.get("gpufleet_build_processes") or {}
     processes = procs.get("processes") or []
-    failed = [c for c in result.get("checks") or [] if c.get("status") in ("failed", "unknown")]
+    checks = [_bounded_check(c) for c in result.get("checks") or []]
+    failed = [c for c in checks if c.get("status") in ("failed", "unknown")]
     policy = result.get("policy") or {}
     return dict(
         status="ready" if result["ready"] else "not_ready",
         reason=("%s: %s" % (failed[0]["name"], failed[0].get("message") or "")) if failed else None,
-        checks=result.get("checks") or [],
+        checks=checks,
         failed_checks=[c["name"] for c in failed],
         memory=dict(
             effective_available_bytes=effective.get("available_bytes"),
@@ -204,7 +214,7 @@ def host_entry(result):
             host_total_bytes=host.get("total_bytes"),
             host_total_human=host.get("total_human"),
             limited_by=effective.get("limited_by"),
-            required_bytes=required_memory(policy, effective.get("total_bytes")),
+            required_bytes=required_memory(checks),
         ),
         build_processes=procs.get("count"),
         processes=[_process(p) for p in processes[:PROCESSES_KEPT]],

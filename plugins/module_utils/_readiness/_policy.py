@@ -116,7 +116,9 @@ def check_available_memory(facts, policy):
         "effective available memory %s is below the %s required%s: stop what holds memory, raise the container's limit, "
         "or lower preflight_min_available_memory" % (human(available), human(required), limit_note)
     )
-    return result(name, ok, human(available), expected, "" if ok else message)
+    checked = result(name, ok, human(available), expected, "" if ok else message)
+    checked["required_bytes"] = required  # the number the fleet's memory chart draws (the report never re-parses it)
+    return checked
 
 
 def check_build_processes(facts, policy):

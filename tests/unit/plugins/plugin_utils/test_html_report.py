@@ -99,13 +99,13 @@ def test_chart_points(timeline, span, top, expected):
 
 def preflight_report():
     def ready(available):
-        return {"ready": True, "checks": [{"name": "available_memory", "status": "ok", "message": ""}],
+        return {"ready": True, "checks": [{"name": "available_memory", "status": "ok", "message": "", "required_bytes": 8 * GIB}],
                 "policy": {"min_available_memory": ["absolute", 8 * GIB]},
                 "ansible_facts": {"gpufleet_memory": {"effective": {
                     "available_bytes": available, "available_human": "%dGi" % (available // GIB),
                     "total_bytes": 64 * GIB, "total_human": "64Gi", "limited_by": "host"}}}}
     failed = ready(2 * GIB)
-    failed.update(ready=False, checks=[{"name": "available_memory", "status": "failed",
+    failed.update(ready=False, checks=[{"name": "available_memory", "status": "failed", "required_bytes": 8 * GIB,
                                         "message": "2Gi available < 8Gi <b>needed</b>"}])
     report = _report.build_report({"node1": ready(40 * GIB), "blackwell-builder-07": failed, "node3": None},
                                   finished="2026-12-01T10:00:00Z", run={"collection_version": "0.1.0", "limit": "node*"})

@@ -11,6 +11,7 @@ from xml.etree import ElementTree
 import pytest
 
 from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _report
+from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _policy, _policy_validation
 
 GIB = 1024 ** 3
 
@@ -344,8 +345,31 @@ def test_an_unknown_check_whose_reason_another_failure_says_is_merged_into_it():
 
 
 @pytest.mark.parametrize("rule, total, required", [
-    ("4GiB", 64 * GIB, 4 * GIB), ("0.5", 64 * GIB, 32 * GIB), (0.25, 8 * GIB, 2 * GIB), (["absolute", 3 * GIB], None, 3 * GIB),
-    (["fraction", 0.5], 2 * GIB, GIB), ("lots", GIB, None), (None, GIB, None), (["fraction", 0.5], None, None)])
-def test_the_required_minimum_is_read_from_the_policy_as_given(rule, total, required):
-    """readiness returns the options as given (min_available_memory: 4GiB): the fleet chart draws that minimum."""
-    assert _report.required_memory({"min_available_memory": rule}, total) == required
+    ("4GiB", 64 * GIB, 4 * GIB), ("0.5", 64 * GIB, 32 * GIB), (0.25, 8 * GIB, 2 * GIB), ("3GiB", None, None)])
+def test_the_required_minimum_is_the_one_the_check_computed(rule, total, required):
+    """The fleet chart draws the minimum check_available_memory computed (no second parse of the option)."""
+    memory = {"effective": {"available_bytes": GIB, "total_bytes": total}} if total else {}
+    policy = _policy_validation.validate_policy({"min_available_memory": rule})
+    checks = [_policy.check_available_memory({"memory": memory}, policy)]
+    assert _report.required_memory(checks) == required
+    assert _report.required_memory([]) is None
+    assert _report.required_memory([dict(checks[0], required_bytes="4GiB")]) is None
+
+
+def test_one_huge_message_does_not_make_every_report_huge():
+    """A node's 5 MB failure message is kept to MESSAGE_KEPT characters in every rendering, with a note that says so."""
+    from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _html_report
+    huge = "x" * (5 * 1024 * 1024)
+    results = {"n1": readiness(False, [{"name": "gpu_count", "status": "failed", "message": huge}]),
+               "n2": readiness(True, []), "n3": {"unreachable": True, "msg": huge}}
+    report = _report.build_report(results)
+    report["gate"] = _report.gate(report, "0")
+    assert report["hosts"]["n1"]["checks"][0]["message"].endswith(
+        "[cut: %d characters in all; the host's registered readiness result has the whole text]" % len(huge))
+    assert len("\n".join(_report.render_table(report))) < 4 * _report.MESSAGE_KEPT
+    renderings = [_report.render_json(report), _report.render_markdown(report), _report.render_junit(report),
+                  _html_report.render_preflight_html(report)]
+    for text in renderings:
+        assert len(text) < 30 * _report.MESSAGE_KEPT, len(text)
+        assert "characters in all" in text
+    assert results["n1"]["checks"][0]["message"] is huge  # the registered result is not touched
