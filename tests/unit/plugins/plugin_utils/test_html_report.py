@@ -206,3 +206,22 @@ def test_a_peak_label_near_the_right_edge_stays_inside_the_chart():
     assert peak["anchor"] == "end" and peak["label_x"] < peak["x"]
     early = dict(entry, timeline=[[0.0, 249 * MIB, 2, 1], [20.0, MIB, 2, 1]])
     assert html.memory_chart("n", early)["peaks"][0]["anchor"] == "start"
+
+
+@pytest.mark.parametrize("value, text", [
+    (False, "false"), (True, "true"), (None, "(not set)"), ([], "[]"), (["build", "gpu"], '["build", "gpu"]'),
+    (30, "30"), ("4GiB", "4GiB"), (["absolute", 4 * GIB], "4.0Gi"), (["fraction", 0.5], "0.5 of the effective total")])
+def test_the_policy_table_shows_values_as_yaml_would(value, text):
+    assert html.policy_items({"option": value}) == [("option", text)]
+
+
+def test_the_lowest_hosts_of_500_are_visible_bars():
+    """A host with 64 MiB of 64 GiB available drew a 0.3 px bar among 500."""
+    def entry(available):
+        return {"status": "ready", "memory": {"effective_available_bytes": available, "effective_total_bytes": 64 * GIB,
+                                              "effective_available_human": "x", "effective_total_human": "64Gi"}}
+    hosts = dict(("node%03d" % i, entry(64 * 1024 * 1024 if i < 10 else 40 * GIB)) for i in range(500))
+    chart = html.fleet_memory_chart({"hosts": hosts})
+    assert min(bar["h"] for bar in chart["bars"]) >= html.MIN_BAR_PX
+    assert min(bar["w"] for bar in chart["bars"]) >= 1.0
+    assert all(abs(bar["y"] + bar["h"] - chart["base"]) < 1e-6 for bar in chart["bars"])
