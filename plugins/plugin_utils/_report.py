@@ -311,9 +311,11 @@ def gate_line(report):
 # ---------------------------------------------------------------- one column list for every table
 
 class Column(object):
-    """One column of the host table: ``header``, ``cell(name, entry) -> text``, ``numeric`` (right-aligned)."""
+    """One column of the host table: ``header``, ``cell(name, entry) -> text``, ``numeric`` (right-aligned).
 
-    def __init__(self, key, header, cell, numeric=False):
+    Keyword-only, so a column missing its header says ``header``, not the argument after it."""
+
+    def __init__(self, *, key, header, cell, numeric=False):
         self.key, self.header, self.cell, self.numeric = key, header, cell, numeric
 
 
@@ -328,13 +330,13 @@ def _memory_cell(name, entry):
 
 
 COLUMNS = (
-    Column("host", "HOST", lambda name, entry: name),
-    Column("status", "STATUS", lambda name, entry: entry["status"].replace("_", " ")),
-    Column("memory", "EFFECTIVE AVAILABLE / TOTAL", _memory_cell),
-    Column("build_processes", "BUILD PROCS", lambda name, entry: "-" if entry.get("build_processes") is None
+    Column(key="host", header="HOST", cell=lambda name, entry: name),
+    Column(key="status", header="STATUS", cell=lambda name, entry: entry["status"].replace("_", " ")),
+    Column(key="memory", header="EFFECTIVE AVAILABLE / TOTAL", cell=_memory_cell),
+    Column(key="build_processes", header="BUILD PROCS", cell=lambda name, entry: "-" if entry.get("build_processes") is None
            else str(entry["build_processes"]), numeric=True),
     # one line per host, whatever the message holds
-    Column("reason", "FIRST FAILED CHECK", lambda name, entry: " ".join(str(entry.get("reason") or "-").split())),
+    Column(key="reason", header="FIRST FAILED CHECK", cell=lambda name, entry: " ".join(str(entry.get("reason") or "-").split())),
 )
 
 

@@ -175,7 +175,9 @@ def check_option(entry, value, require_jmespath=True):
 
     ``None`` (unset) is always fine: it means the option's documented default behaviour.
     """
-    name, rule = entry["name"], entry["check"]
+    name, rule = entry["name"], entry.get("check")
+    if rule is None:
+        raise ValueError("%s: the option table (_readiness_options.OPTIONS) gives it no check: add its bounds or form" % name)
     form = rule.get("form")
     if value is None or form in ("bool", "choices"):
         return value                    # the argument spec's type and choices bound these

@@ -84,7 +84,7 @@ def test_every_role_only_variable_says_what_bounds_it(entry):
             "preflight_%s: %s does not mention it" % (entry["name"], rule["by"]))
 
 
-@pytest.mark.parametrize("entry", [entry for entry in action_options() if "max" in entry["check"]],
+@pytest.mark.parametrize("entry", [entry for entry in action_options() if "max" in (entry.get("check") or {})],
                          ids=lambda entry: entry["name"])
 def test_bounds_are_enforced_by_name(entry):
     rule = entry["check"]
@@ -257,11 +257,79 @@ POLICIES = [
 ]
 
 
+# Values that switch a check on or move it to an edge, per option form (numbers: their bounds and a middle). A form
+# added to _policy_validation.FORMS needs its samples here: the contract below runs every check under them.
+FORM_SAMPLES = {
+    "bool": (True, False),
+    "memory": ("1GiB", "0.99", "1024GiB"),
+    "size": ("1MiB", "1024TiB"),
+    "version": ("1.0", "999.0"),
+    "arch": ("sm_90a", "sm_120a"),
+    "compute_capability": ("9.0", "12.0"),
+    "path": ("/opt/venv/bin/python3",),
+    "absolute_path": ("/", "/nonexistent/build"),
+    "program_names": (["dcgm-exporter"],),
+    "process_names": (["dcgm-exporter", "/usr/bin/python3"],),
+    "xids": ([79], [13, 31, 79]),
+    "regexes": (["ninja"],),
+    "custom_checks": ([],),
+}
+
+
+def option_samples(entry):
+    """The values of one action option the contract tries: each form's samples, a number's bounds and middle."""
+    rule = entry.get("check") or {}
+    form = rule.get("form")
+    if form == "choices":
+        return [list(entry["choices"][:n]) for n in range(len(entry["choices"]) + 1)] if entry["type"] == "list" \
+            else list(entry["choices"])
+    if form is not None:
+        assert form in FORM_SAMPLES, ("%s: form %r has no sample values in FORM_SAMPLES (test_check_registry.py): add "
+                                      "values that switch its check on" % (entry["name"], form))
+        return list(FORM_SAMPLES[form])
+    low = rule.get("min", rule.get("above"))
+    assert low is not None and "max" in rule, "%s: needs a lower and an upper bound in its check" % entry["name"]
+    middle = (low + rule["max"]) / 2.0
+    values = [rule["max"], middle if entry["type"] == "float" else int(middle), rule.get("min", low + 1)]
+    return [value for value in values if _policy_validation._in_bounds(rule, value)]
+
+
+def policies_for(entry):
+    """The fixed policies, then each option the check lists set to each of its samples (a check that is off by
+    default runs here: its option switches it on)."""
+    policies = list(POLICIES)
+    for name in entry["options"]:
+        option_entry = table.BY_NAME[name]
+        for value in option_samples(option_entry):
+            policies.append(dict(table.defaults(), **{name: value}))
+    return policies
+
+
+@pytest.mark.parametrize("entry", action_options(), ids=lambda entry: entry["name"])
+def test_every_option_has_sample_values_in_bounds(entry):
+    for value in option_samples(entry):
+        _policy_validation.validate_policy(dict(table.defaults(), **{entry["name"]: value}))
+
+
+def test_each_check_runs_under_some_policy(fixture_facts):
+    """A check that returns None (off) under every policy and facts never ran in this contract: its reads were never
+    recorded. Its registry entry must list the option that switches it on."""
+    never = []
+    for entry in _policy.CHECKS:
+        ran = any(entry["function"](facts, _policy_validation.validate_policy(args)) is not None
+                  for args in policies_for(entry) for facts in fact_sets(fixture_facts))
+        if not ran:
+            never.append(entry["name"])
+    assert not never, ("these checks never ran under any policy the contract builds from their listed options: %s - "
+                       "list in their check(...) entry the options that switch them on (and the facts they read)"
+                       % ", ".join(never))
+
+
 def test_each_check_reads_what_its_registry_entry_lists(fixture_facts):
     problems = []
     for entry in _policy.CHECKS:
         options_read = set()
-        for policy_args in POLICIES:
+        for policy_args in policies_for(entry):
             policy = _policy_validation.validate_policy(policy_args)
             for facts in fact_sets(fixture_facts):
                 paths, options = set(), set()

@@ -219,13 +219,17 @@ def test_junit_gate_case_passes_when_the_run_goes_on(report):
 def test_one_column_list_drives_console_markdown_and_html(report):
     """A new column is one entry: the console, Markdown and HTML tables all grow it (issue 21: range(4), numeric=(3,))."""
     from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _html_report
-    extra = _report.Column("waited", "WAITED S", lambda name, entry: str(entry.get("waited_seconds")), numeric=True)
+    extra = _report.Column(key="waited", header="WAITED S", cell=lambda name, entry: str(entry.get("waited_seconds")), numeric=True)
     columns = _report.COLUMNS[:2] + (extra,) + _report.COLUMNS[2:]
     table = _report.render_table(report, columns)
     assert table[0].startswith("HOST   STATUS       WAITED S  EFFECTIVE")
     assert table[1].startswith("node1  ready        " + "0".rjust(len("WAITED S")) + "  1.0Gi")
     md = _report.render_markdown(report, columns)
-    assert "| HOST | STATUS | WAITED S | EFFECTIVE" in md and "| --- | --- | ---: | --- | ---: | --- |" in md
+    assert "| HOST | STATUS | WAITED S | EFFECTIVE" in md
+    separator = [line for line in md.splitlines() if line.startswith("| --- |")][0]
+    cells = separator.strip("|").split("|")
+    assert len(cells) == len(columns) and cells[2].strip() == "---:"  # right-aligned because numeric; the rest follow theirs
+    assert [cell.strip() == "---:" for cell in cells] == [column.numeric for column in columns]
     original = _report.COLUMNS
     try:
         _report.COLUMNS = columns
@@ -373,3 +377,22 @@ def test_one_huge_message_does_not_make_every_report_huge():
         assert len(text) < 30 * _report.MESSAGE_KEPT, len(text)
         assert "characters in all" in text
     assert results["n1"]["checks"][0]["message"] is huge  # the registered result is not touched
+
+
+def test_a_column_without_its_header_names_the_header():
+    with pytest.raises(TypeError, match="header"):
+        _report.Column(key="waited", cell=lambda name, entry: "")  # pylint: disable=missing-kwoa
+
+
+def test_every_column_shows_a_real_value_for_some_recorded_host():
+    """A column reading a key host_entry never fills shows '-' on every row: each column must show a value on at least
+    one host of a real 8-node run (tests/tools/recorded: ready, not ready, cgroup-limited nodes)."""
+    import json
+    import os
+    here = os.path.dirname(os.path.abspath(__file__))
+    with open(os.path.join(here, "..", "..", "..", "tools", "recorded", "preflight_8_nodes.json")) as handle:
+        results = json.load(handle)
+    report = _report.build_report(results)
+    empty = [column.header for column in _report.COLUMNS
+             if all(column.cell(name, entry) in ("-", "", "None") for name, entry in report["hosts"].items())]
+    assert not empty, "these columns show no value on any recorded host (a key host_entry never fills?): %s" % empty
