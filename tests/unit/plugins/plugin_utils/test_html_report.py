@@ -15,7 +15,7 @@ import pytest
 
 from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _build_view as view
 from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _html_report as html
-from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _report
+from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _gate, _report
 
 MIB = 1024 ** 2
 GIB = 1024 ** 3
@@ -109,7 +109,7 @@ def preflight_report():
                                         "message": "2Gi available < 8Gi <b>needed</b>"}])
     report = _report.build_report({"node1": ready(40 * GIB), "blackwell-builder-07": failed, "node3": None},
                                   finished="2026-12-01T10:00:00Z", run={"collection_version": "0.1.0", "limit": "node*"})
-    report["gate"] = _report.gate(report, "1")
+    report["gate"] = _gate.gate(report, "1")
     return report
 
 

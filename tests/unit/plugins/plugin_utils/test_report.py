@@ -10,7 +10,7 @@ from xml.etree import ElementTree
 
 import pytest
 
-from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _report
+from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _gate, _report
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _policy, _policy_validation
 
 GIB = 1024 ** 3
@@ -94,18 +94,6 @@ def test_markdown_lists_failed_checks(report):
     assert text.count("\n| node") == 4
 
 
-@pytest.mark.parametrize("limit, abort", [(None, False), (3, False), ("3", False), (2, True), ("75%", False), ("50%", True), ("25%", True), ("0", True)])
-def test_gate(report, limit, abort):
-    assert _report.too_many_not_ready(report, limit)[0] is abort
-
-
-@pytest.mark.parametrize("limit", ["two", "-1", "150%", "1.5", "%"])
-def test_gate_rejects_bad_limits(report, limit):
-    with pytest.raises(ValueError) as err:
-        _report.too_many_not_ready(report, limit)
-    assert str(err.value).startswith("preflight_max_not_ready:")
-
-
 def test_json_render_round_trips(report):
     import json
     assert json.loads(_report.render_json(report))["summary"] == report["summary"]
@@ -186,13 +174,13 @@ def test_each_rendering_starts_with_its_signature(report):
     ("50%", "stop", 2, "3 of 4 hosts are not ready or unreachable, more than preflight_max_not_ready=50% (2 of 4 hosts) allows"),
 ])
 def test_the_gate_decision(report, limit, decision, allowed, reason):
-    gate = _report.gate(report, limit)
+    gate = _gate.gate(report, limit)
     assert gate == {"decision": decision, "abort": decision == "stop", "reason": reason, "not_ready": 3, "total": 4,
                     "max_not_ready": limit, "allowed": allowed}
 
 
 def stopped(report):
-    report["gate"] = _report.gate(report, "50%")
+    report["gate"] = _gate.gate(report, "50%")
     return report
 
 
@@ -209,10 +197,10 @@ def test_every_rendering_says_the_gate_stopped_the_run(report):
 
 
 def test_junit_gate_case_passes_when_the_run_goes_on(report):
-    report["gate"] = _report.gate(report, "3")
+    report["gate"] = _gate.gate(report, "3")
     suite = ElementTree.fromstring(_report.render_junit(report)).find("testsuite")
     assert suite.get("name") == "gate" and suite.get("failures") == "0" and suite.find("testcase/failure") is None
-    report["gate"] = _report.gate(report, None)   # no limit: no gate to pass or fail, no suite
+    report["gate"] = _gate.gate(report, None)   # no limit: no gate to pass or fail, no suite
     assert [s.get("name") for s in ElementTree.fromstring(_report.render_junit(report))] == ["node1", "node2", "node3", "node4"]
 
 
@@ -367,7 +355,7 @@ def test_one_huge_message_does_not_make_every_report_huge():
     results = {"n1": readiness(False, [{"name": "gpu_count", "status": "failed", "message": huge}]),
                "n2": readiness(True, []), "n3": {"unreachable": True, "msg": huge}}
     report = _report.build_report(results)
-    report["gate"] = _report.gate(report, "0")
+    report["gate"] = _gate.gate(report, "0")
     assert report["hosts"]["n1"]["checks"][0]["message"].endswith(
         "[cut: %d characters in all; the host's registered readiness result has the whole text]" % len(huge))
     assert len("\n".join(_report.render_table(report))) < 4 * _report.MESSAGE_KEPT
