@@ -26,7 +26,7 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _policy_validation
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _readiness_options
 
-ENTRY = "ansible_collections.gpufleet.preflight.plugins.module_utils._readiness._health_check"
+ENTRY = "ansible_collections.gpufleet.preflight.plugins.module_utils._node_check._health_check"
 ROOTS = ("ansible_collections.gpufleet.preflight.plugins.module_utils", "ansible.module_utils")
 MAIN = ("# gpufleet.preflight node-local health check (zip application; python3 this.pyz --help)\n"
         "import sys\nfrom %s import main\nsys.exit(main())\n" % ENTRY)
