@@ -14,15 +14,17 @@ __metaclass__ = type
 from ansible_collections.gpufleet.preflight.plugins.module_utils._human import human
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _gpu_build_checks as gpu_build
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _toolkit_checks as toolkit
+from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _node_checks as node
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness._checks import describe_age, option, printable, result, skipped, unknown
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness._policy_validation import load_jmespath, parse_memory_requirement
 
 
-PROFILES = ("build", "gpu")
+PROFILES = ("build", "gpu", "node")
 COMMON_SUBSETS = ("memory", "build_processes")
 PROFILE_SUBSETS = {
     "build": ("toolchain", "disks", "kernel_events"),
     "gpu": ("gpus", "kernel_events"),
+    "node": ("node", "disks"),
 }
 
 
@@ -34,10 +36,24 @@ def node_facts_args(policy):
         build_process_names=policy["build_process_names"],
         build_process_patterns=policy["build_process_patterns"],
         gpu_timeout=policy["gpu_timeout"],
-        disk_paths=[policy["build_path"]],
+        disk_paths=disk_paths(policy),
+        service_names=list(policy.get("required_services") or []) if "node" in profiles(policy) else [],
         kernel_events_window=policy["kernel_events_window"],
         toolchain_python=policy.get("toolchain_python") or None,
     )
+
+
+def profiles(policy):
+    return policy.get("profiles") or ()
+
+
+def disk_paths(policy):
+    """The build path, and with the node profile the mounts and scratch paths it checks: one statvfs each."""
+    paths = [policy["build_path"]]
+    if "node" in profiles(policy):
+        paths.extend(path for path in list(policy.get("required_mounts") or []) + list(policy.get("scratch_paths") or [])
+                     if path not in paths)
+    return paths
 
 
 def subsets_for(policy):
@@ -263,6 +279,24 @@ CHECKS = (
     check("torch_cuda_matches_nvcc", "build", toolkit.check_torch_cuda_matches_nvcc, (
         "toolchain.torch.present", "toolchain.torch.cuda", "toolchain.torch.version", "toolchain.nvcc.present",
         "toolchain.nvcc.cuda_version"), ("toolchain_python",)),
+    check("filesystems", "node", node.check_filesystems, (
+        "disks.paths", "disks.paths.*.exists", "disks.paths.*.free_bytes", "disks.paths.*.error",
+        "disks.paths.*.mount_point", "disks.paths.*.writable", "disks.paths.*.read_only"),
+        ("required_mounts", "scratch_paths", "min_free_scratch")),
+    check("services", "node", node.check_services, (
+        "node.errors", "node.services", "node.services.*.running", "node.services.*.count"), ("required_services",)),
+    check("cpu_topology", "node", node.check_cpu_topology, (
+        "node.errors", "node.cpu_topology", "node.cpu_topology.sockets", "node.cpu_topology.cores",
+        "node.cpu_topology.threads"), ("expected_sockets", "expected_cores", "expected_threads")),
+    check("physical_memory", "node", node.check_physical_memory, ("memory.host.total_bytes",), ("min_memory_total",)),
+    check("clock_sync", "node", node.check_clock_sync, (
+        "node.errors", "node.clock", "node.clock.synchronized", "node.clock.max_error_seconds"), ("require_clock_sync",)),
+    check("ib_ports", "node", node.check_ib_ports, (
+        "node.errors", "node.infiniband", "node.infiniband.present", "node.infiniband.ports",
+        "node.infiniband.ports[].device", "node.infiniband.ports[].port", "node.infiniband.ports[].state_code",
+        "node.infiniband.ports[].state_name", "node.infiniband.ports[].phys_state_code",
+        "node.infiniband.ports[].phys_state_name", "node.infiniband.ports[].rate_gbps", "node.infiniband.ports[].rate"),
+        ("expected_ib_ports", "min_ib_rate")),
 )
 
 

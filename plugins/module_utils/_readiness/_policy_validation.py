@@ -232,6 +232,13 @@ def _regexes(name, values, _require_jmespath):
     return values
 
 
+def _absolute_paths(name, values, _require_jmespath):
+    for item in values:
+        if not _text(item).strip() or "\0" in _text(item) or not os.path.isabs(_text(item)):
+            raise ValueError("%s: %r is not an absolute path on the node" % (name, item))
+    return [os.path.normpath(item) if item != "/" else item for item in values]
+
+
 def _custom_checks(_name, values, require_jmespath):
     return [compile_custom_check(i, spec, require_jmespath) for i, spec in enumerate(values or [])]
 
@@ -241,6 +248,7 @@ _LIST_FORMS = {
     "process_names": _process_names,
     "xids": _xids,
     "regexes": _regexes,
+    "absolute_paths": _absolute_paths,
     "custom_checks": _custom_checks,
 }
 FORMS = ("bool", "choices", "memory", "size", "path", "absolute_path") + tuple(_FORMS) + tuple(_LIST_FORMS)

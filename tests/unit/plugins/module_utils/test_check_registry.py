@@ -35,7 +35,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(HERE, "fixtures")
 STUB_NVIDIA_SMI = os.path.normpath(os.path.join(HERE, "..", "..", "..", "fleet", "stubs", "nvidia-smi"))
 # Dicts keyed by data (paths measured), not by field names: their keys are written "*".
-MAPS = ("disks.paths",)
+MAPS = ("disks.paths", "node.services")
 
 
 # ---------------------------------------------------------------- options
@@ -154,7 +154,17 @@ def fixture_facts(tmp_path_factory):
     out.append(("toolchain/stubs", {"toolchain": _toolchain.collect_toolchain(
         run_with_timeout, python=str(tools / "python3"), timeout=10, search_paths=[str(tools)], root=str(tmp))}))
     out.append(("disks/tmp", {"disks": _disks.collect_disks([str(tmp), str(tmp / "not-there-yet")])}))
+    from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _node
+    for case in sorted(os.listdir(os.path.join(FIXTURES, "node"))):
+        if os.path.isdir(os.path.join(FIXTURES, "node", case)):
+            out.append(("node/" + case, {"node": _node.collect_node(
+                ["sshd", "munged", "nvidia-persistenced", "slurmd"], root=os.path.join(FIXTURES, "node", case),
+                clock=lambda: (_node.clock_state(*NODE_CLOCKS[case]), []))}))
     return out
+
+
+# adjtimex (state, status, maxerror us) as read on an NTP-synchronised node and on this unsynchronised machine
+NODE_CLOCKS = {"hgx_ndr": (0, 0x2001, 2500), "hgx_degraded": (5, 0x40, 16000000), "pcie_no_ib": (0, 0x2001, 1000)}
 
 
 def produced_paths(value, path=""):
@@ -272,6 +282,7 @@ FORM_SAMPLES = {
     "process_names": (["dcgm-exporter", "/usr/bin/python3"],),
     "xids": ([79], [13, 31, 79]),
     "regexes": (["ninja"],),
+    "absolute_paths": (["/"], ["/", "/tmp", "/nonexistent/scratch"]),
     "custom_checks": ([],),
 }
 
@@ -351,7 +362,7 @@ def test_each_check_reads_what_its_registry_entry_lists(fixture_facts):
 def test_registry_names_are_unique_and_options_are_in_the_table():
     names = [entry["name"] for entry in _policy.CHECKS]
     assert len(names) == len(set(names))
-    assert set(entry["profile"] for entry in _policy.CHECKS) == {"common", "build", "gpu"}
+    assert set(entry["profile"] for entry in _policy.CHECKS) == {"common"} | set(_policy.PROFILES)
     for entry in _policy.CHECKS:
         assert set(entry["options"]) <= set(table.BY_NAME), entry["name"]
 
