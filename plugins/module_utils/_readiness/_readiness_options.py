@@ -262,6 +262,8 @@ ENTRY_POINTS = (
                   description=[
                       "Fails this node when its C(preflight_result) is not ready (or it was unreachable), or every node "
                       "when C(preflight_gate) aborts.",
+                      "Puts the ready nodes in the group C(gpufleet_preflight_ready), the group later plays target: a node "
+                      "that is not ready is never in it, whatever C(preflight_drop_mode) says.",
                   ])),
     ("publish", dict(short_description="Put the verdict where the fleet is run: Slurm drain/resume, node_exporter metrics",
                      description=[
