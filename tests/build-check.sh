@@ -18,7 +18,7 @@ done
 if [ -f changelogs/changelog.yaml ] && ! grep -qx changelogs/changelog.yaml <<<"$listing"; then
   echo "the tarball lacks changelogs/changelog.yaml" >&2; exit 1
 fi
-if grep -E '^(Makefile|requirements-dev\.txt|bench/|changelogs/fragments/|tests/(unit|sweep|fleet|vm|host|build|tools)/)' <<<"$listing"; then
+if grep -E '^(Makefile|requirements-dev\.txt|ansible\.cfg|inventory/|bench/|changelogs/fragments/|tests/(unit|sweep|fleet|vm|host|build|tools)/)' <<<"$listing"; then
   echo "build_ignore let the development files above into the tarball" >&2; exit 1
 fi
 mkdir -p "$work/collections"

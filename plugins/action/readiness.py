@@ -16,6 +16,7 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness impo
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _policy_validation
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _readiness_options
 from ansible_collections.gpufleet.preflight.plugins.module_utils._values import first_non_finite
+from ansible_collections.gpufleet.preflight.plugins.plugin_utils._report import node_failures
 
 NODE_FACTS = "gpufleet.preflight.node_facts"
 
@@ -45,18 +46,33 @@ def node_failure_message(gathered):
     return "%s on the node failed: %s" % (NODE_FACTS, "; ".join(parts) or "it returned no message")
 
 
-# What a failed verdict keeps at the default verbosity: the console shows the failed checks and their fixes, not
-# kilobytes of facts and policy (issue 20 item 3). With -v (or fail_when_not_ready=false) the result is complete.
-LEAN_KEYS = ("ready", "message", "failed_checks", "profiles", "waited_seconds", "attempts", "checked_at", "msg",
+# Longest text one group of failed checks keeps on the console; the checks in the result keep every word.
+CONSOLE_MESSAGE_CHARS = 300
+
+
+def console_message(checks):
+    """The verdict as the console shows it: checks failing for one cause said once, under all their names (a missing
+    nvidia-smi fails six GPU checks with one sentence), each cause cut at CONSOLE_MESSAGE_CHARS (issue 27 item 4)."""
+    if not any(check.get("status") in ("failed", "unknown") for check in checks):
+        return None
+    parts = []
+    for names, message in node_failures(dict(status="not_ready", checks=checks)):
+        if len(message) > CONSOLE_MESSAGE_CHARS:
+            message = message[:CONSOLE_MESSAGE_CHARS - 3].rstrip() + "..."
+        parts.append("%s: %s" % (", ".join(names), message))
+    return "not ready: " + "; ".join(parts)
+
+
+# What a failed verdict keeps at the default verbosity: its short message and the names of the failed checks, not
+# kilobytes of facts, policy and the same messages again (issues 20 item 3, 27 item 4). With -v (or
+# fail_when_not_ready=false) the result is complete.
+LEAN_KEYS = ("ready", "failed_checks", "profiles", "waited_seconds", "attempts", "checked_at", "msg",
              "failed", "changed")
 
 
 def lean_failure(result):
-    """A failed verdict without facts and policy: the failed checks with their messages (which name the fix)."""
-    lean = dict((key, result[key]) for key in LEAN_KEYS if key in result)
-    lean["checks"] = [dict(name=c["name"], status=c["status"], message=c["message"])
-                      for c in result.get("checks") or [] if c.get("status") in ("failed", "unknown")]
-    return lean
+    """A failed verdict without facts, policy and per-check messages (msg says each cause once)."""
+    return dict((key, result[key]) for key in LEAN_KEYS if key in result)
 
 
 class ActionModule(ActionBase):
@@ -103,10 +119,14 @@ class ActionModule(ActionBase):
             time.sleep(min(policy["interval"] or 1, remaining))
 
         waited = round(time.monotonic() - started, 1)
+        waiting = ""
         if policy["wait"] and ready:
-            message += " (ready after waiting %d s, %d check%s of the node)" % (int(waited), attempts, "" if attempts == 1 else "s")
+            waiting = " (ready after waiting %d s, %d check%s of the node)" % (int(waited), attempts, "" if attempts == 1 else "s")
         elif policy["wait"]:
-            message += " (still not ready after waiting %g s: %d checks of the node over %.1f s)" % (policy["wait"], attempts, waited)
+            waiting = " (still not ready after waiting %g s: %d checks of the node over %.1f s)" % (policy["wait"], attempts, waited)
+        # message: every failed check in full (reports, set_stats); msg: the console's short form of it.
+        short = (console_message(checks) or message) + waiting
+        message += waiting
         readiness = dict(
             ready=ready,
             message=message,
@@ -122,7 +142,7 @@ class ActionModule(ActionBase):
         ansible_facts = dict(gathered.get("ansible_facts") or {})
         ansible_facts["gpufleet_readiness"] = readiness
         result.update(readiness)
-        result.update(changed=False, ansible_facts=ansible_facts, msg=message)
+        result.update(changed=False, ansible_facts=ansible_facts, msg=short)
         if not ready and args["fail_when_not_ready"]:
             result["failed"] = True
             if Display().verbosity < 1:

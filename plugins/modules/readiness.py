@@ -20,9 +20,12 @@ description:
     C(gpufleet_*) facts), and fails the host when it is not ready unless O(fail_when_not_ready=false).
   - 'The failure message names every failed check in words a person can act on, for example
     C(3 build processes still running: ninja (pid 115, orphaned, 2h 03m\), cc1plus x2).'
-  - When it fails the host, at the default verbosity the result holds only RV(ready), RV(message), RV(failed_checks),
-    RV(checks) narrowed to the failed ones (name, status, message) and the timing, so the console shows the failed
-    checks and their fixes rather than kilobytes of facts and policy; with C(-v), or with O(fail_when_not_ready=false)
+  - C(msg) is the console's short form of RV(message) - checks failing for one cause (a missing C(nvidia-smi) fails
+    every GPU check) are named together and the cause is said once, each cut at 300 characters; RV(message) and
+    RV(checks) keep every word for the reports.
+  - When it fails the host, at the default verbosity the result holds only RV(ready), C(msg), RV(failed_checks) and
+    the timing, so the console shows each failed cause and its fix once rather than kilobytes of facts, policy and
+    the same messages again; with C(-v), or with O(fail_when_not_ready=false)
     (as the C(gpufleet.preflight.preflight) role runs it), the result is complete.
   - Checks of a profile that is not selected are reported with status C(skipped) and why; a check whose facts
     could not be gathered fails with status C(unknown) and why; it never passes silently.
@@ -87,7 +90,7 @@ ready:
   type: bool
   sample: false
 message:
-  description: The verdict in words; names each failed check.
+  description: The verdict in words; names each failed check, every message in full (C(msg) is its short form).
   returned: success
   type: str
   sample: "not ready: build_processes: 3 build processes still running: ninja (pid 115, orphaned, 2h 03m), cc1plus x2"

@@ -57,7 +57,10 @@ def gate(report, max_not_ready):
     abort, why = too_many_not_ready(report, max_not_ready)
     bad = report["summary"]["not_ready"] + report["summary"]["unreachable"]
     total = report["summary"]["total"]
-    if allowed is None:
+    if total and bad == total:
+        # Whatever the limit: otherwise the later plays "provision" no host and the run exits 0 (issue 27 item 1).
+        abort, why = True, "none of the %d host%s is ready: nothing to go on with" % (total, "" if total == 1 else "s")
+    elif allowed is None:
         why = "no preflight_max_not_ready: no limit; %d of %d hosts are not ready or unreachable" % (bad, total)
     elif not abort:
         why = "%d of %d hosts are not ready or unreachable, within preflight_max_not_ready=%s" % (bad, total, shown)

@@ -80,7 +80,7 @@ def test_gate_provisions_exactly_the_ready_nodes(fleet, tmp_path):
     markers = tmp_path / "markers"
     markers.mkdir()
     result = run_playbook(GATED, fleet.inventory_path, extra_vars=dict(
-        POLICY, gated_min_available_memory="4GiB", gated_marker_dir=str(markers), preflight_report_dir=str(tmp_path / "r")))
+        POLICY, gated_marker_dir=str(markers), preflight_report_dir=str(tmp_path / "r")))
     provisioned = set(p.name.replace("gpufleet-provisioned-", "") for p in markers.iterdir())
     assert provisioned == set(n.name for n in fleet.nodes) - bad, result.stdout[-3000:]
 
@@ -90,7 +90,7 @@ def test_gate_stops_the_run_when_too_many_are_not_ready(fleet, tmp_path):
     markers = tmp_path / "markers"
     markers.mkdir()
     result = run_playbook(GATED, fleet.inventory_path, extra_vars=dict(
-        POLICY, gated_min_available_memory="4GiB", gated_marker_dir=str(markers), preflight_max_not_ready=2,
+        POLICY, gated_marker_dir=str(markers), preflight_max_not_ready=2,
         preflight_report_dir=str(tmp_path / "r")))
     assert result.rc != 0
     assert list(markers.iterdir()) == []

@@ -233,10 +233,13 @@ OPTIONS = (
     ]),
     dict(name="drop_mode", check=dict(form="choices"), type="str", choices=["fail", "end_host"], default="fail", roles=("main", "drop"), action=False,
          description=[
-             "How a node that is not ready leaves the run. V(fail) fails it (C(ansible-playbook) then exits non-zero "
-             "even when the fleet gate passed). V(end_host) ends the play for it with a message (C(meta: end_host)), so a "
-             "gate that passes exits 0 and only a gate that stops the run (O(max_not_ready)) exits non-zero: what "
-             "AWX workflows and CI pipelines expect.",
+             "How a node that is not ready leaves the run; either way it is not in the group C(gpufleet_preflight_ready) "
+             "the ready nodes join, which later plays target (C(playbooks/examples/gated_provisioning.yml)). V(fail) fails "
+             "it: ansible-core keeps a failed host out of every later play, and C(ansible-playbook) exits 2 even when the "
+             "fleet gate passed (a person at a terminal). V(end_host) ends the preflight play for it with a message "
+             "(C(meta: end_host) ends the current play only), so a gate that passes exits 0 and only a gate that stops the "
+             "run exits non-zero: what AWX workflows and CI pipelines expect; their later plays must target "
+             "C(gpufleet_preflight_ready), as a play on C(all) would run the node again.",
     ]),
     # ---------------------------------------------------------------- role only: where the fleet runs (issue 19)
     dict(name="slurm", check=dict(form="bool"), type="bool", default=False, roles=("main", "publish"), action=False, description=[
@@ -298,6 +301,8 @@ ENTRY_POINTS = (
                   description=[
                       "Fails this node when its C(preflight_result) is not ready (or it was unreachable), or every node "
                       "when C(preflight_gate) aborts.",
+                      "Puts the ready nodes in the group C(gpufleet_preflight_ready), the group later plays target: a node "
+                      "that is not ready is never in it, whatever C(preflight_drop_mode) says.",
                   ])),
     ("publish", dict(short_description="Put the verdict where the fleet is run: Slurm drain/resume, node_exporter metrics",
                      description=[

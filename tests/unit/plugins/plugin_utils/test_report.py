@@ -179,6 +179,17 @@ def test_the_gate_decision(report, limit, decision, allowed, reason):
                     "max_not_ready": limit, "allowed": allowed}
 
 
+@pytest.mark.parametrize("limit", [None, "4", "100%"])
+def test_no_ready_host_stops_the_run_whatever_the_limit(report, limit):
+    """Otherwise end_host's later plays ran on nobody and the run exited 0 (issue 27 item 1)."""
+    for entry in report["hosts"].values():
+        if entry["status"] == "ready":
+            entry["status"] = "not_ready"
+    report["summary"]["ready"], report["summary"]["not_ready"] = 0, report["summary"]["not_ready"] + report["summary"]["ready"]
+    gate = _gate.gate(report, limit)
+    assert gate["abort"] and gate["decision"] == "stop" and gate["reason"] == "none of the 4 hosts is ready: nothing to go on with"
+
+
 def stopped(report):
     report["gate"] = _gate.gate(report, "50%")
     return report

@@ -1,0 +1,42 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""README's "What is inside" names every module, action, test plugin, role and playbook the collection ships
+(issue 27 item 4: the health_check role and slurm_node, textfile_metrics, health_check_bundle were missing)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+import re
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+
+
+def inside():
+    with open(os.path.join(REPO, "README.md")) as handle:
+        text = handle.read()
+    match = re.search(r"^## What is inside\n(.*?)^## ", text, re.M | re.S)
+    assert match, "README.md has no '## What is inside' section"
+    return match.group(1)
+
+
+def shipped():
+    names = set()
+    for kind in ("modules", "action", "test"):
+        folder = os.path.join(REPO, "plugins", kind)
+        names.update("gpufleet.preflight." + n[:-3] for n in os.listdir(folder) if n.endswith(".py") and n != "__init__.py")
+    names.update(n for n in os.listdir(os.path.join(REPO, "roles")) if os.path.isdir(os.path.join(REPO, "roles", n)))
+    for dirpath, _dirs, files in os.walk(os.path.join(REPO, "playbooks")):
+        if os.path.basename(dirpath) == "vars":
+            continue
+        rel = os.path.relpath(dirpath, os.path.join(REPO, "playbooks"))
+        names.update(os.path.normpath(os.path.join(rel, n)) for n in files if n.endswith(".yml"))
+    return names
+
+
+def test_what_is_inside_names_everything_shipped():
+    section = inside()
+    missing = sorted(name for name in shipped() if "`%s`" % name not in section)
+    assert not missing, "README.md 'What is inside' does not list: %s" % ", ".join(missing)
