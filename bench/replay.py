@@ -55,8 +55,11 @@ class ReplayError(Exception):
 
 
 class Job:
-    def __init__(self, name, seconds, peak, order, cpu=1.0):
+    """One compile: seconds alone, peak bytes, manifest position, CPU share, fraction of its time it grows for."""
+
+    def __init__(self, name, seconds, peak, order, cpu=1.0, grow=GROWTH):
         self.name, self.seconds, self.peak, self.order, self.cpu = name, max(float(seconds), 1e-6), float(peak), order, cpu
+        self.grow = max(float(grow), 1e-6)
 
 
 # -- records ---------------------------------------------------------------------------------------------------------
@@ -133,28 +136,30 @@ class Run:
         self.job, self.work, self.started, self.reserved, self.since = job, 0.0, now, reserved, since
 
     def memory(self):
-        return self.job.peak * min(1.0, self.work / (GROWTH * self.job.seconds))
+        return self.job.peak * min(1.0, self.work / (self.job.grow * self.job.seconds))
 
     def growing(self):
-        return self.work < GROWTH * self.job.seconds - EPS
+        return self.work < self.job.grow * self.job.seconds - EPS
 
 
 class Sim:
     """One build on one node shape under one policy: advance from event to event (a start, a compile reaching its
     peak, a finish, the memory reaching the limit)."""
 
-    def __init__(self, jobs, cores, mem_gib, policy, known, order=None):
-        self.cores, self.limit, self.policy = cores, mem_gib * GIB, policy
-        self.budget = self.limit - RESERVE
+    def __init__(self, jobs, cores, mem_gib, policy, known, order=None, reserve=RESERVE, background=0.0):
+        self.cores, self.limit, self.policy, self.background = cores, mem_gib * GIB, policy, background
+        self.budget = self.limit - reserve
         self.pending = list(order if order is not None else sorted(jobs, key=lambda j: j.order))  # ninja's order
         self.waiting, self.running = [], []    # launched by ninja: waiting in the launcher / compiling
         self.known = dict(known)
         self.now, self.oom_kills, self.kills, self.draining, self.failed, self.seq = 0.0, 0, {}, False, None, 0
         self.jobs = policy.ninja_jobs(self)
+        self.trace = []     # (time, "start" | "end" | "oom", source): what a test or a reader checks the policy by
 
     def rate(self):
+        """Processor sharing: the running compiles' CPU shares plus the neighbours' runnable processes on the cores."""
         demand = sum(r.job.cpu for r in self.running)
-        return min(1.0, self.cores / demand) if demand > 0 else 1.0
+        return min(1.0, self.cores / (demand + self.background)) if demand > 0 else 1.0
 
     def launch(self):
         if self.draining and not self.running and not self.waiting:
@@ -166,6 +171,7 @@ class Sim:
     def start(self, entry, reserved):
         self.waiting.remove(entry)
         self.running.append(Run(entry[2], self.now, reserved, entry[1]))
+        self.trace.append((self.now, "start", entry[2].name))
 
     def step(self):
         rate = self.rate()
@@ -173,9 +179,9 @@ class Sim:
         for run in self.running:
             dt = min(dt, (run.job.seconds - run.work) / rate)
             if run.growing():
-                dt = min(dt, (GROWTH * run.job.seconds - run.work) / rate)
+                dt = min(dt, (run.job.grow * run.job.seconds - run.work) / rate)
         held = sum(r.memory() for r in self.running)
-        slope = sum(r.job.peak * rate / (GROWTH * r.job.seconds) for r in self.running if r.growing())
+        slope = sum(r.job.peak * rate / (r.job.grow * r.job.seconds) for r in self.running if r.growing())
         if slope > 0 and (self.limit - held) / slope < dt - EPS:
             dt, oom = max((self.limit - held) / slope, 0.0), True
         self.now += dt
@@ -187,9 +193,11 @@ class Sim:
         for run in [r for r in self.running if r.work >= r.job.seconds - EPS]:
             self.running.remove(run)
             self.known[run.job.name] = (run.job.peak, run.job.seconds)
+            self.trace.append((self.now, "end", run.job.name))
 
     def kill(self, run):
         self.running.remove(run)
+        self.trace.append((self.now, "oom", run.job.name))
         self.oom_kills += 1
         name = run.job.name
         self.kills[name] = self.kills.get(name, 0) + 1
@@ -231,7 +239,8 @@ class Fixed:
 
     def on_oom(self, sim, run):
         sim.pending.insert(0, run.job)   # the failed step is the first the resumed ninja runs again
-        sim.jobs, sim.draining = max(1, sim.jobs // 2), True
+        if not sim.draining:             # one back-off per attempt, however many compiles that attempt lost
+            sim.jobs, sim.draining = max(1, sim.jobs // 2), True
 
 
 def max_jobs_guess(cores, mem_gib, guess_gib):
@@ -302,7 +311,7 @@ class FirstCome(Admission):
 class LongestFit(Admission):
     """The new scheduler: ninja wide, the launcher runs at most `cores` compiles and starts the waiting one with the
     longest expected time that fits; an unknown source takes all the room left until it has shown its peak, and
-    starts beside no other unknown one. An OOM kill is retried by the launcher with the partial peak learned."""
+    starts beside no other unknown one, nor in less room than the largest peak seen so far. An OOM kill is retried by the launcher with the partial peak learned."""
     name = "longest-fit"
 
     def __init__(self, explore="alone"):
@@ -340,7 +349,9 @@ class LongestFit(Admission):
             job = entry[2]
             peak, seconds = sim.known.get(job.name, (None, None))
             if not peak and self.explore == "alone":
-                if exploring or (sim.running and room < DEFAULT_BYTES):
+                # beside others, an unknown source may grow as large as the largest seen so far
+                heaviest = max([p for p, dummy in sim.known.values() if p] + [r.memory() for r in sim.running] + [0.0]) * MARGIN
+                if exploring or (sim.running and room < max(DEFAULT_BYTES, heaviest)):
                     continue
                 key = (float("inf"), -job.order)
             elif self.need(sim, job) <= room + EPS or not sim.running:
@@ -452,10 +463,22 @@ def main(argv=None):
         return 2
     print("%d compiles, %.0f CPU-s, longest %.0f s, peaks sum to %.1f GiB" % (
         len(jobs), sum(j.seconds for j in jobs), max(j.seconds for j in jobs), sum(j.peak for j in jobs) / GIB))
-    print(markdown(results))
+    broken = [r for r in results if r["policy"].startswith("longest-fit") and r["policy"].endswith(("seeded", "warm"))
+              and (r["oom_kills"] or r["failed"])]
+    text = markdown(results)
+    print(text)
     if args.json:
         print(json.dumps(results, indent=1))
-    return 0
+    if not quick:
+        sys.path.insert(0, HERE)
+        import benchlib  # pylint: disable=import-outside-toplevel
+        where = benchlib.write_results("replay", {"results": results, "record": args.ninja_log or args.record},
+                                       "### Replay simulator (`bench/replay.py`)\n\n" + text)
+        print("results: %s.{json,md}" % os.path.relpath(where, benchlib.REPO_ROOT))
+    for r in broken:
+        print("replay: longest-fit with known peaks OOMs on %d cores / %d GiB (%s)" % (r["cores"], r["memory_gib"], r["policy"]),
+              file=sys.stderr)
+    return 1 if broken else 0
 
 
 if __name__ == "__main__":
