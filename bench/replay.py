@@ -310,12 +310,15 @@ class FirstCome(Admission):
 
 class LongestFit(Admission):
     """The new scheduler: ninja wide, the launcher runs at most `cores` compiles and starts the waiting one with the
-    longest expected time that fits; an unknown source takes all the room left until it has shown its peak, and
-    starts beside no other unknown one, nor in less room than the largest peak seen so far. An OOM kill is retried by the launcher with the partial peak learned."""
+    longest expected time that fits (unknown sources first: they teach the most). An unknown source reserves, by
+    ``explore``: "default" the 5 GiB default; "alone" all the room left until it has shown its peak, beside no other
+    unknown one and only in room for the largest peak seen; "heaviest" as much as the heaviest source seen so far (at
+    least the default; the first, nothing seen, alone). An OOM kill is retried by the launcher, its partial peak
+    learned."""
     name = "longest-fit"
 
     def __init__(self, explore="alone"):
-        self.explore = explore      # an unknown source: "alone" (all the room left) or "default" (the 5 GiB default)
+        self.explore = explore
 
     def ninja_jobs(self, sim):
         return len(sim.pending) + 1
@@ -330,37 +333,44 @@ class LongestFit(Admission):
 
     def admit(self, sim):
         while len(sim.running) < sim.cores and sim.waiting:
-            entry = self.pick(sim)
-            if entry is None:
+            picked = self.pick(sim)
+            if picked is None:
                 return
-            job = entry[2]
-            if (job.name in sim.known and sim.known[job.name][0]) or self.explore == "default":
-                sim.start(entry, self.need(sim, job))
-            else:
-                sim.start(entry, sim.budget - self.used(sim))
-                sim.running[-1].unknown = True
+            entry, need = picked
+            sim.start(entry, need)
+            sim.running[-1].unknown = self.explore == "alone" and entry[2].name not in sim.known
+
+    def unknown_need(self, sim, room):
+        """What an unknown source reserves if it may start now, else None."""
+        heaviest = max([p for p, dummy in sim.known.values() if p] + [r.memory() for r in sim.running] + [0.0]) * MARGIN
+        if self.explore == "default":
+            need = DEFAULT_BYTES
+        elif self.explore == "alone":
+            if any(getattr(r, "unknown", False) for r in sim.running) or (sim.running and room < max(DEFAULT_BYTES, heaviest)):
+                return None
+            return room
+        else:
+            need = min(sim.budget, max(DEFAULT_BYTES, heaviest)) if heaviest else sim.budget
+        return need if need <= room + EPS or not sim.running else None
 
     def pick(self, sim):
-        """The waiting compile to start now, or None: the longest expected (unknown first) that fits."""
+        """(the waiting compile to start now, what it reserves), or None: the longest expected that fits."""
         room = sim.budget - self.used(sim)
-        exploring = any(getattr(r, "unknown", False) for r in sim.running)
         best = None
         for entry in sim.waiting:
             job = entry[2]
             peak, seconds = sim.known.get(job.name, (None, None))
-            if not peak and self.explore == "alone":
-                # beside others, an unknown source may grow as large as the largest seen so far
-                heaviest = max([p for p, dummy in sim.known.values() if p] + [r.memory() for r in sim.running] + [0.0]) * MARGIN
-                if exploring or (sim.running and room < max(DEFAULT_BYTES, heaviest)):
+            if peak:
+                need, key = self.need(sim, job), (seconds or 0.0, -entry[0])
+                if need > room + EPS and sim.running:
                     continue
-                key = (float("inf"), -job.order)
-            elif self.need(sim, job) <= room + EPS or not sim.running:
-                key = (seconds or 0.0, -job.order)
             else:
-                continue
+                need, key = self.unknown_need(sim, room), (float("inf"), -entry[0])
+                if need is None:
+                    continue
             if best is None or key > best[0]:
-                best = (key, entry)
-        return best and best[1]
+                best = (key, entry, need)
+        return best and best[1:]
 
     def on_oom(self, sim, run):
         sim.waiting.append((sim.seq, sim.now, run.job))
@@ -382,6 +392,7 @@ def policies(cores, mem_gib, sweep=(1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 11
         rows.append(("first-come admission, ninja -j%d, %s" % (cores, kind), FirstCome, kind))
     rows.append(("longest-fit, ninja wide, cold, unknown at the 5 GiB default", lambda: LongestFit("default"), "cold"))
     rows.append(("longest-fit, ninja wide, cold, unknown alone until seen", LongestFit, "cold"))
+    rows.append(("longest-fit, ninja wide, cold, unknown as the heaviest seen", lambda: LongestFit("heaviest"), "cold"))
     for kind in ("seeded", "warm"):
         rows.append(("longest-fit, ninja wide, %s" % kind, LongestFit, kind))
     return rows
