@@ -121,6 +121,10 @@ def test_cold_unknown_sources_explore_alone_and_never_oom():
     assert result["oom_kills"] == 0
     at_default = replay.Sim(jobs, 2, 16, replay.LongestFit("default"), {}).run()
     assert at_default["oom_kills"] >= 1     # two unknown 9 GiB sources admitted at the 5 GiB default
+    # the first unknown runs alone; the next reserves as much as the heaviest seen (a's 9 GiB x margin): one at a time
+    sim = replay.Sim(jobs, 2, 16, replay.LongestFit("heaviest"), {})
+    assert sim.run()["oom_kills"] == 0
+    assert [(t, n) for t, k, n in sim.trace if k == "start"] == [(0, "a"), (10, "b"), (20, "c")]
 
 
 def test_the_issues_targets_on_the_real_tree():
