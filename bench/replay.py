@@ -456,6 +456,7 @@ def main(argv=None):
     parser.add_argument("--shapes", default=",".join("%dx%d" % s for s in SHAPES), help="CORESxGIB,...")
     parser.add_argument("--orders", type=int, default=20, help="shuffled ninja orders per row (0: manifest order only)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON too")
+    parser.add_argument("--no-results", action="store_true", help="write nothing under bench/results (full mode does)")
     args = parser.parse_args(argv)
     quick = os.environ.get("GPUFLEET_BENCH_QUICK", "") not in ("", "0", "false", "no")
     try:
@@ -480,7 +481,7 @@ def main(argv=None):
     print(text)
     if args.json:
         print(json.dumps(results, indent=1))
-    if not quick:
+    if not quick and not args.no_results:
         sys.path.insert(0, HERE)
         import benchlib  # pylint: disable=import-outside-toplevel
         where = benchlib.write_results("replay", {"results": results, "record": args.ninja_log or args.record},

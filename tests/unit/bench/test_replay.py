@@ -148,3 +148,20 @@ def test_bad_shapes_and_records_are_named(tmp_path):
     with pytest.raises(replay.ReplayError, match="needs source, seconds and peak_gib"):
         replay.load_record(str(bad))
     assert replay.main(["--record", str(tmp_path / "none.json")]) == 2
+
+
+def test_a_build_directorys_record_replays_from_the_command_line(tmp_path, capsys):
+    # a .ninja_log as CMake + ninja 1.11 write it (v5; a link step the peaks do not name), and the launcher's peaks.json
+    log = tmp_path / ".ninja_log"
+    log.write_text("# ninja log v5\n2\t3012\t0\tCMakeFiles/mixed.dir/src/a_heavy_1.c.o\tab\n"
+                   "3013\t4530\t0\tCMakeFiles/mixed.dir/src/b_light_01.c.o\tcd\n4531\t4560\t0\tlibmixed.a\tef\n")
+    peaks = tmp_path / "peaks.json"
+    peaks.write_text('{"src/a_heavy_1.c": {"peak_bytes": 324009984, "seconds": 3.0}, '
+                     '"src/b_light_01.c": {"peak_bytes": 51380224, "seconds": 1.5}}')
+    assert replay.main(["--ninja-log", str(log), "--peaks", str(peaks), "--shapes", "2x1", "--orders", "0",
+                        "--no-results"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("2 compiles, 5 CPU-s, longest 3 s")
+    assert "| **2 cores / 1 GiB** | lower bound (longest" in out and "| fixed -j2 | 3 s |" in out
+    assert replay.main(["--ninja-log", str(log)]) == 2
+    assert "--ninja-log needs --peaks" in capsys.readouterr().err
