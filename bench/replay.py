@@ -204,7 +204,7 @@ class Sim:
         if self.kills[name] >= MAX_KILLS:
             self.failed = "%s killed %d times" % (name, self.kills[name])
         before = self.known.get(name, (0.0, None))
-        self.known[name] = (max(before[0], run.memory()), before[1])   # the partial peak, as _admission.record keeps
+        self.known[name] = (max(before[0] or 0.0, run.memory()), before[1])   # the partial peak, as _admission.record keeps
         self.policy.on_oom(self, run)
 
     def run(self, max_events=200000):
@@ -216,6 +216,8 @@ class Sim:
             if not self.running:
                 raise ReplayError("policy %s started nothing with %d compiles waiting" % (self.policy.name, len(self.waiting)))
             self.step()
+        else:
+            raise ReplayError("policy %s: no end after %d events (at %.0f s)" % (self.policy.name, max_events, self.now))
         return {"makespan": float("inf") if self.failed else self.now, "oom_kills": self.oom_kills, "failed": self.failed,
                 "final_jobs": self.jobs}
 

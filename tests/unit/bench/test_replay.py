@@ -165,3 +165,9 @@ def test_a_build_directorys_record_replays_from_the_command_line(tmp_path, capsy
     assert "| **2 cores / 1 GiB** | lower bound (longest" in out and "| fixed -j2 | 3 s |" in out
     assert replay.main(["--ninja-log", str(log)]) == 2
     assert "--ninja-log needs --peaks" in capsys.readouterr().err
+
+
+def test_a_replay_that_never_ends_says_so():
+    jobs = [job("a", 10, 1, 0), job("b", 10, 1, 1)]
+    with pytest.raises(replay.ReplayError, match="no end after 3 events"):
+        replay.Sim(jobs, 1, 16, replay.Fixed(1), {}).run(max_events=3)
