@@ -27,6 +27,18 @@ options:
     type: list
     elements: str
     default: []
+  gpu_probe_timeout:
+    description:
+      - Seconds each extra nvidia-smi probe (C(nvlink -s), C(nvlink -e), C(-q)) may take before it is killed and reported
+        as timed out, naming the probe.
+    type: float
+    default: 5
+  gpu_probe_budget:
+    description:
+      - Seconds all extra nvidia-smi probes together may take, after the device query (at most O(gpu_timeout)); they
+        run side by side. With the defaults a node answers within 25 s, inside Slurm's 60 s HealthCheckProgram limit.
+    type: float
+    default: 15
   gpu_timeout:
     description:
       - Seconds to wait for C(nvidia-smi) before reporting the GPUs as timed out; a wedged driver makes it hang. Must
