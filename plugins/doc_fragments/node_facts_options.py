@@ -27,6 +27,12 @@ options:
     type: list
     elements: str
     default: []
+  dcgm_diag_timeout:
+    description:
+      - Seconds C(dcgmi diag -r 1) may take (with O(check_dcgm_diag)); it runs after the other probes, so a node answers
+        within O(gpu_timeout) + O(gpu_probe_budget) + this (45 s with the defaults).
+    type: float
+    default: 20
   gpu_probe_timeout:
     description:
       - Seconds each extra nvidia-smi probe (C(nvlink -s), C(nvlink -e), C(-q)) may take before it is killed and reported

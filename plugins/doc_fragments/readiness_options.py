@@ -167,6 +167,13 @@ options:
     elements: str
     choices: [reset_gpu, reboot, contact_support, restart_app]
     default: [reset_gpu, reboot, contact_support]
+  check_dcgm_diag:
+    description:
+      - Whether to run DCGM's quick diagnostic C(dcgmi diag -r 1) (seconds; needs C(nv-hostengine)) and fail on a
+        test it fails (gpu profile). It never runs while a process uses the GPUs (reported as not run); where C(dcgmi)
+        is not installed the check is not applicable.
+    type: bool
+    default: false
   gpu_probe_timeout_fails:
     description:
       - 'Whether a probe that timed out makes its check unknown (the node not ready). By default it is reported (the

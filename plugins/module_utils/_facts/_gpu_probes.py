@@ -144,6 +144,31 @@ def normal_bus_id(bus_id):
     return "%08X:%s:%s" % (int(head or "0", 16), bus, rest) if bus else bus_id.strip().upper()
 
 
+_RESULTS = ("pass", "fail", "warn", "skip")
+
+
+def parse_dcgm_diag(text):
+    """``dcgmi diag -r 1`` table -> ``[{"section", "test", "result", "detail"}]``: result Pass/Fail/Warn/Skip; the
+    rows after a test with an empty first cell (or ``Warning``) are its detail, joined."""
+    tests, section = [], None
+    for line in (text or "").splitlines():
+        line = line.strip()
+        if line.startswith("|-----") or line.startswith("+-----"):
+            section = line.strip("|+- ").split(" ")[0] or section
+            continue
+        if not line.startswith("|") or line.count("|") < 3:
+            continue
+        first, second = [cell.strip() for cell in line.strip("|").split("|", 1)]
+        if section in (None, "Metadata") or first == "Diagnostic":
+            continue
+        word = second.split(" ", 1)[0].lower()
+        if first and first.lower() not in ("warning", "info") and word in _RESULTS:
+            tests.append({"section": section, "test": first, "result": second.split(" ", 1)[0], "detail": ""})
+        elif tests and second:
+            tests[-1]["detail"] = (tests[-1]["detail"] + " " + second).strip()
+    return tests
+
+
 def probe_command(name):
     return "nvidia-smi " + " ".join(PROBE_ARGS[name])
 
@@ -172,6 +197,29 @@ def _one(run, smi, name, timeout):
         entry["gpus"] = parse_nvlink_errors(out)
     else:
         entry["gpus"] = dict((bus, query_summary(items)) for bus, items in parse_query(out).items())
+    return entry
+
+
+def run_dcgm_diag(run, dcgmi, busy, timeout):
+    """``dcgmi diag -r 1`` (seconds; DCGM's quick readiness level) -- never on a node running work: ``busy`` is why
+    not (a list of processes, or that they could not be listed)."""
+    command = "dcgmi diag -r 1"
+    if dcgmi is None:
+        return {"state": "absent", "seconds": 0.0, "command": command, "message": "dcgmi not installed", "tests": None}
+    if busy:
+        return {"state": "not_run", "seconds": 0.0, "command": command, "tests": None,
+                "message": "%s not run: %s (a diagnostic never runs beside work)" % (command, busy)}
+    started = time.monotonic()
+    rc, out, err = run([dcgmi, "diag", "-r", "1"], timeout)
+    entry = {"state": "ok", "seconds": round(time.monotonic() - started, 3), "command": command, "message": "",
+             "tests": None}
+    if rc is None:
+        entry.update(state="timeout", message="%s did not answer within %.1fs and was killed" % (command, timeout))
+    elif not parse_dcgm_diag(out):
+        first = next((line.strip() for line in (err or out or "").splitlines() if line.strip()), "no output")
+        entry.update(state="error", message="%s exited %s: %s (is nv-hostengine running?)" % (command, rc, first))
+    else:
+        entry["tests"] = parse_dcgm_diag(out)
     return entry
 
 

@@ -329,12 +329,14 @@ def cuda_version(run, smi, timeout):
     return cuda
 
 
-def collect_gpus(run=run_with_timeout, timeout=10, search_paths=None, probes=(), probe_timeout=5, probe_budget=20):
+def collect_gpus(run=run_with_timeout, timeout=10, search_paths=None, probes=(), probe_timeout=5, probe_budget=20,
+                 dcgm_diag_timeout=None):
     """``gpufleet_gpus``: devices from nvidia-smi, or why there are none (``present: false`` and a ``state``).
 
     ``run(argv, timeout) -> (rc, stdout, stderr)`` with rc None on timeout; ``search_paths`` default to PATH then
     the usual driver locations. ``probes`` (names in ``_gpu_probes.PROBES``) run after the device query, side by
     side with the compute-apps query, each within ``probe_timeout`` and all within ``probe_budget`` seconds.
+    ``dcgm_diag_timeout`` set: ``dcgmi diag -r 1`` runs after them when no process uses the GPUs.
     """
     dirs = list(search_paths) if search_paths is not None else search_path(DEFAULT_SEARCH_DIRS)
     smi = find_executable("nvidia-smi", dirs)
@@ -383,6 +385,12 @@ def collect_gpus(run=run_with_timeout, timeout=10, search_paths=None, probes=(),
         facts["message"] += "; compute apps unknown (%s)" % (
             "timed out" if app_rc is None else _first_line(app_err) or _first_line(app_out) or "exit %s" % app_rc)
 
+    if dcgm_diag_timeout and devices:
+        apps = [app for dev in devices for app in (dev["compute_apps"] or ())]
+        busy = ("compute processes could not be listed" if any(dev["compute_apps"] is None for dev in devices) else
+                "%d process%s on the GPUs" % (len(apps), "" if len(apps) == 1 else "es") if apps else "")
+        dcgmi = find_executable("dcgmi", dirs)
+        facts["probes"]["dcgm_diag"] = _gpu_probes.run_dcgm_diag(run, dcgmi, busy, dcgm_diag_timeout)
     if not devices:
         facts["state"] = "ok"
         facts["message"] = "nvidia-smi ran but listed no GPUs"

@@ -51,7 +51,9 @@ def validate_options(params, known=SUBSETS):
     options["gpu_probe_budget"] = seconds(params.get("gpu_probe_budget", 15), "gpu_probe_budget", maximum=MAX_GPU_PROBE_BUDGET,
                                           zero=False)
     options["gpu_probes"] = list(params.get("gpu_probes") or ())
-    probes = [name for name, _args in _gpu_probes.PROBES]
+    options["dcgm_diag_timeout"] = seconds(params.get("dcgm_diag_timeout", 20), "dcgm_diag_timeout",
+                                           maximum=MAX_GPU_PROBE_BUDGET, zero=False)
+    probes = [name for name, _args in _gpu_probes.PROBES] + ["dcgm_diag"]
     unknown_probes = [name for name in options["gpu_probes"] if name not in probes]
     if unknown_probes:
         raise ValueError("gpu_probes: %s unknown; the probes are %s" % (", ".join(unknown_probes), ", ".join(probes)))
@@ -78,7 +80,8 @@ def gather(options, run):
             patterns_option="build_process_patterns"),
         "cpus": _cpus.collect_cpus,
         "gpus": lambda: _gpus.collect_gpus(run, timeout=options["gpu_timeout"], probes=options["gpu_probes"],
-                                           probe_timeout=options["gpu_probe_timeout"], probe_budget=options["gpu_probe_budget"]),
+                                           probe_timeout=options["gpu_probe_timeout"], probe_budget=options["gpu_probe_budget"],
+                                           dcgm_diag_timeout=options["dcgm_diag_timeout"] if "dcgm_diag" in options["gpu_probes"] else None),
         "toolchain": lambda: _toolchain.collect_toolchain(run, python=options["toolchain_python"]),
         "disks": lambda: _disks.collect_disks(options["disk_paths"]),
         "kernel_events": lambda: _kernel_events.collect_kernel_events(options["kernel_events_window"], run),

@@ -321,6 +321,29 @@ def check_gpu_recovery(facts, policy):
     return result(name, not bad, [dev.get("index") for dev in bad], expected, _listed(bad, words) if bad else "", "gpu")
 
 
+def check_dcgm_diag(facts, policy):
+    name = "dcgm_diag"
+    if not _option(policy, "check_dcgm_diag"):
+        return None
+    timeout_fails = _option(policy, "gpu_probe_timeout_fails")
+    expected = "dcgmi diag -r 1: no test failed"
+    gpus, why = _usable(facts, name, expected)
+    if why:
+        return why
+    entry = (gpus.get("probes") or {}).get("dcgm_diag")
+    if entry is not None and entry.get("state") in ("absent", "not_run"):
+        return skipped(name, "%s: not applicable" % entry["message"] if entry["state"] == "absent" else entry["message"], "gpu")
+    answer = _probe(gpus, "dcgm_diag", name, expected, timeout_fails)
+    if answer:
+        return answer
+    tests = entry.get("tests") or []
+    failed = [test for test in tests if test.get("result", "").lower() == "fail"]
+    message = "; ".join("%s failed%s" % (test["test"], ": " + test["detail"] if test.get("detail") else "") for test in failed[:3])
+    if failed:
+        message += " (`dcgmi diag -r 1` for the full table; `-r 2` takes about 2 minutes)"
+    return result(name, not failed, dict((t["test"], t["result"]) for t in tests), expected, message, "gpu")
+
+
 def classify_xid(code):
     """An Xid code -> (class, description) from the catalogue, ``(None, None)`` when unclassified."""
     return XID_CATALOGUE.get(code, (None, None))

@@ -307,6 +307,7 @@ def node_facts_args(policy):
         gpu_probes=gpu_probes_for(policy),
         gpu_probe_timeout=policy["gpu_probe_timeout"],
         gpu_probe_budget=policy["gpu_probe_budget"],
+        dcgm_diag_timeout=policy["dcgm_diag_timeout"],
         disk_paths=[policy["build_path"]],
         kernel_events_window=policy["kernel_events_window"],
         toolchain_python=policy.get("toolchain_python") or None,
@@ -323,6 +324,8 @@ def gpu_probes_for(policy):
         probes += ["nvlink_status", "nvlink_errors"]
     if policy.get("check_fabric") or policy.get("check_gpu_recovery"):
         probes.append("query")
+    if policy.get("check_dcgm_diag"):
+        probes.append("dcgm_diag")
     return probes
 
 
@@ -545,6 +548,9 @@ CHECKS = (
     check("gpu_recovery", "gpu", gpu_health.check_gpu_recovery, _GPU + _NAMED + _PROBES + (
         _DEVICE + "query", _DEVICE + "query.recovery_action", _DEVICE + "query.reset_required",
         _DEVICE + "query.drain_and_reset_recommended"), ("check_gpu_recovery", "gpu_probe_timeout_fails")),
+    check("dcgm_diag", "gpu", gpu_health.check_dcgm_diag, _GPU + ("gpus.probes", "gpus.probes.dcgm_diag.state",
+        "gpus.probes.dcgm_diag.message", "gpus.probes.dcgm_diag.tests[].test", "gpus.probes.dcgm_diag.tests[].result",
+        "gpus.probes.dcgm_diag.tests[].detail"), ("check_dcgm_diag", "gpu_probe_timeout_fails")),
     check("nvcc_arch", "build", gpu_build.check_nvcc_arch, (
         "toolchain.nvcc.present", "toolchain.nvcc.error", "toolchain.nvcc.gpu_archs[]", "toolchain.nvcc.gpu_codes[]",
         "toolchain.nvcc.version", "toolchain.nvcc.cuda_version"), ("nvcc_arch",)),

@@ -152,6 +152,16 @@ OPTIONS = (
         "V(reset_gpu), V(reboot) (the node), V(contact_support) (hardware), V(restart_app) (the application's own "
         "error; left out by default). Codes in O(fatal_xids) fail whatever their class.",
     ]),
+    dict(name="check_dcgm_diag", check=dict(form="bool"), type="bool", default=False, roles=CHECK, description=[
+        "Whether to run DCGM's quick diagnostic C(dcgmi diag -r 1) (seconds; needs C(nv-hostengine)) and fail on a test "
+        "it fails (gpu profile). It never runs while a process uses the GPUs (reported as not run); where C(dcgmi) is "
+        "not installed the check is not applicable.",
+    ]),
+    dict(name="dcgm_diag_timeout", check=dict(above=0, max=50, unit="seconds", why="Slurm kills a HealthCheckProgram at 60 s"),
+         type="float", default=20, roles=CHECK, node=True, description=[
+        "Seconds C(dcgmi diag -r 1) may take (with O(check_dcgm_diag)); it runs after the other probes, so a node "
+        "answers within O(gpu_timeout) + O(gpu_probe_budget) + this (45 s with the defaults).",
+    ]),
     dict(name="gpu_probe_timeout", check=dict(above=0, max=MAX_GPU_TIMEOUT, unit="seconds", why="a hung driver needs a deadline"),
          type="float", default=5, roles=CHECK, node=True, description=[
         "Seconds each extra nvidia-smi probe (C(nvlink -s), C(nvlink -e), C(-q)) may take before it is killed and "

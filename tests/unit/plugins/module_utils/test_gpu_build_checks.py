@@ -40,7 +40,12 @@ def gpus(count=8, state="ok", message="", devices=None, driver="580.65.06"):
     return {"present": bool(devs), "state": state, "message": message, "count": len(devs), "devices": devs,
             "driver_version": driver if devs else None,
             "probes": dict((name, {"state": "ok", "seconds": 0.1, "command": "nvidia-smi", "message": ""})
-                           for name in ("nvlink_status", "nvlink_errors", "query"))}
+                           for name in ("nvlink_status", "nvlink_errors", "query")),
+            }
+
+
+DCGM_PASS = {"state": "ok", "seconds": 4.2, "command": "dcgmi diag -r 1", "message": "",
+             "tests": [{"section": "Deployment", "test": "Denylist", "result": "Pass", "detail": ""}]}
 
 
 def nvcc(cuda="13.0", archs=(75, 80, 86, 89, 90, 100, 103, 110, 120, 121), present=True):
@@ -84,13 +89,13 @@ def xid(code, age=120.0, fatal=True):
 
 
 HEALTHY = {
-    "gpus": gpus(),
+    "gpus": dict(gpus(), probes=dict(gpus()["probes"], dcgm_diag=DCGM_PASS)),
     "toolchain": toolchain(),
     "disks": {"paths": {"/tmp": disk()}, "errors": []},
     "kernel_events": events(),
 }
 POLICY = {"build_path": "/tmp", "require_cuda_libraries": True, "toolchain_python": "/venv/bin/python",
-          "check_nvlink": True, "check_fabric": True, "check_gpu_recovery": True}
+          "check_nvlink": True, "check_fabric": True, "check_gpu_recovery": True, "check_dcgm_diag": True}
 
 
 def with_facts(**over):
@@ -225,7 +230,7 @@ def test_check(check, over, policy, status, words):
 
 def test_checks_tuple_names_are_unique_and_profiled():
     names = [check(HEALTHY, POLICY)["name"] for check in PROFILE_CHECKS]
-    assert len(set(names)) == len(names) == 22
+    assert len(set(names)) == len(names) == 23
     profiles = dict((check(HEALTHY, POLICY)["name"], check(HEALTHY, POLICY)["profile"]) for check in PROFILE_CHECKS)
     assert profiles["gpu_count"] == "gpu" and profiles["disk_space"] == "build" and profiles["nvcc_arch"] == "build"
 

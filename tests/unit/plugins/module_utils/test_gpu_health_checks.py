@@ -26,8 +26,9 @@ FIXTURES = os.path.join(HERE, "fixtures", "gpus")
 STUB = os.path.normpath(os.path.join(HERE, "..", "..", "..", "fleet", "stubs", "nvidia-smi"))
 ALL = ("nvlink_status", "nvlink_errors", "query")
 CHECKS = (gh.check_pcie_link, gh.check_gpu_temperature, gh.check_clock_events, gh.check_persistence_mode,
-          gh.check_mig_mode, gh.check_nvlink, gh.check_fabric, gh.check_gpu_recovery)
-ON = dict(check_nvlink=True, check_fabric=True, check_gpu_recovery=True, min_pcie_gen=5, min_pcie_width=16)
+          gh.check_mig_mode, gh.check_nvlink, gh.check_fabric, gh.check_gpu_recovery, gh.check_dcgm_diag)
+ON = dict(check_nvlink=True, check_fabric=True, check_gpu_recovery=True, check_dcgm_diag=True, min_pcie_gen=5,
+          min_pcie_width=16)
 _CACHE = {}
 
 
@@ -36,9 +37,10 @@ def collected(scenario, tmp_path_factory):
         bin_dir = tmp_path_factory.mktemp("bin")
         shutil.copy(STUB, str(bin_dir / "nvidia-smi"))
         os.chmod(str(bin_dir / "nvidia-smi"), 0o755)
+        shutil.copy(os.path.join(os.path.dirname(STUB), "dcgmi"), str(bin_dir / "dcgmi"))
         env = dict(os.environ, GPUFLEET_STUB_DIR=os.path.join(FIXTURES, scenario))
         _CACHE[scenario] = _gpus.collect_gpus(lambda argv, timeout: run_with_timeout(argv, timeout, env=env), timeout=10,
-                                              search_paths=[str(bin_dir)], probes=ALL)
+                                              search_paths=[str(bin_dir)], probes=ALL, dcgm_diag_timeout=10)
     return {"gpus": copy.deepcopy(_CACHE[scenario])}
 
 
@@ -49,10 +51,11 @@ def policy(**over):
 # (scenario, check -> status on it). Anything not listed must be ok.
 HEALTHY = [
     # PCIe board / no probe files: no links, no fabric, no reset status shown -- not applicable, said so
-    ("rtx_pro_6000_x8", {"nvlink": "skipped", "fabric": "skipped", "gpu_recovery": "skipped"}),
-    ("b200_x8", {"nvlink": "skipped", "fabric": "skipped", "gpu_recovery": "skipped"}),
+    # (its compute-apps.csv lists processes: dcgmi diag is not run beside them)
+    ("rtx_pro_6000_x8", {"nvlink": "skipped", "fabric": "skipped", "gpu_recovery": "skipped", "dcgm_diag": "skipped"}),
+    ("b200_x8", {"nvlink": "skipped", "fabric": "skipped", "gpu_recovery": "skipped", "dcgm_diag": "unknown"}),
     ("h100_x2_nvswitch", {}),
-    ("rtx5090_570", {"nvlink": "skipped", "fabric": "skipped", "mig_mode": "skipped"}),
+    ("rtx5090_570", {"nvlink": "skipped", "fabric": "skipped", "mig_mode": "skipped", "dcgm_diag": "unknown"}),
 ]
 
 
@@ -64,7 +67,9 @@ def test_no_false_alarm_on_healthy_captures(scenario, expected, tmp_path_factory
         want = expected.get(entry["name"], "ok")
         assert entry["status"] == want, (scenario, entry)
         if want == "skipped":
-            assert any(words in entry["message"] for words in ("not applicable", "MIG", "reports neither")), entry
+            assert any(words in entry["message"] for words in ("not applicable", "MIG", "reports neither", "a diagnostic never runs beside work")), entry
+        if want == "unknown":  # the stand-in dcgmi there answers as with nv-hostengine down: said, with the hint
+            assert "is nv-hostengine running?" in entry["message"], entry
 
 
 def _dev(index, **over):
@@ -118,6 +123,11 @@ FAULTS = [
     ("h100_x2_nvswitch", _query(0, fabric_health_summary="Unhealthy"), {}, gh.check_fabric, "failed", "fabric health Unhealthy"),
     ("h100_x2_nvswitch", _query(1, reset_required=True), {}, gh.check_gpu_recovery, "failed", "says reset required"),
     ("rtx5090_570", _query(0, recovery_action="Reboot"), {}, gh.check_gpu_recovery, "failed", "recovery action Reboot"),
+    ("h100_x2_nvswitch", lambda facts: facts["gpus"]["probes"]["dcgm_diag"]["tests"][4].update(
+        result="Fail", detail="Persistence mode for GPU 0 is disabled."), {}, gh.check_dcgm_diag, "failed",
+     "Persistence Mode failed: Persistence mode for GPU 0 is disabled."),
+    ("h100_x2_nvswitch", lambda facts: facts["gpus"]["probes"]["dcgm_diag"].update(state="not_run", message="dcgmi diag -r 1 "
+     "not run: 1 process on the GPUs"), {}, gh.check_dcgm_diag, "skipped", "1 process on the GPUs"),
     # A hung probe: named, not counted against the node -- unless the policy says so.
     ("h100_x2_nvswitch", _timeout("query"), {}, gh.check_fabric, "skipped", "unknown, not counted against the node: nvidia-smi -q"),
     ("h100_x2_nvswitch", _timeout("query"), {"gpu_probe_timeout_fails": True}, gh.check_gpu_recovery, "unknown", "nvidia-smi -q"),
@@ -139,7 +149,7 @@ def test_each_fault_is_flagged_by_its_check(scenario, change, over, check, statu
 def test_probe_checks_are_off_by_default_so_no_probe_runs():
     defaults = _policy.validate_policy(table.defaults())
     assert _policy.gpu_probes_for(defaults) == []
-    assert _policy.gpu_probes_for(policy()) == ["nvlink_status", "nvlink_errors", "query"]
+    assert _policy.gpu_probes_for(policy()) == ["nvlink_status", "nvlink_errors", "query", "dcgm_diag"]
     assert _policy.node_facts_args(policy())["gpu_probe_budget"] == 15
 
 

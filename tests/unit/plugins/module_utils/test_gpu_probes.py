@@ -88,8 +88,11 @@ def stub(tmp_path):
     shutil.copy(STUB, str(bin_dir / "nvidia-smi"))
     os.chmod(str(bin_dir / "nvidia-smi"), 0o755)
 
+    calls = []
+
     def collect(scenario, extra=None, **kwargs):
-        data = tmp_path / scenario
+        calls.append(scenario)
+        data = tmp_path / ("%s-%d" % (scenario, len(calls)))
         shutil.copytree(os.path.join(FIXTURES, scenario), str(data))
         for name, text in (extra or {}).items():
             (data / name).write_text(text)
@@ -135,3 +138,46 @@ def test_the_budget_caps_every_probe(stub):
     assert time.monotonic() - started < 6
     assert set(p["state"] for p in facts["probes"].values()) == {"timeout"}
     assert facts["devices"][0]["nvlink"] is None  # unknown, never "no links"
+
+
+DCGMI = os.path.join(os.path.dirname(STUB), "dcgmi")
+
+
+def test_dcgm_diag_table_of_a_real_run():
+    tests = _gpu_probes.parse_dcgm_diag(read("dcgm", "diag-r1-pass.txt"))
+    assert len(tests) == 9 and set(t["result"] for t in tests) == {"Pass"} and tests[0]["section"] == "Deployment"
+    failed = [t for t in _gpu_probes.parse_dcgm_diag(read("dcgm", "diag-r1-persistence-fail.txt")) if t["result"] == "Fail"]
+    assert [t["test"] for t in failed] == ["Persistence Mode"]
+    assert "Persistence mode for GPU 0 is disabled" in failed[0]["detail"] and "-pm 1" in failed[0]["detail"]
+
+
+@pytest.fixture
+def dcgm_stub(stub, tmp_path):
+    shutil.copy(DCGMI, str(tmp_path / "bin" / "dcgmi"))
+    return stub
+
+
+def test_dcgm_diag_runs_only_on_an_idle_node(dcgm_stub):
+    facts = dcgm_stub("h100_x2_nvswitch", dcgm_diag_timeout=10)
+    assert facts["probes"]["dcgm_diag"]["state"] == "ok" and len(facts["probes"]["dcgm_diag"]["tests"]) == 9
+    busy = dcgm_stub("h100_x2_nvswitch", extra={"compute-apps.csv": "GPU-4039dfe4-0c97-4b1e-683e-eb7d42699053, 4425, "
+                                                                      "python3, 80000\n"}, dcgm_diag_timeout=10)
+    assert busy["probes"]["dcgm_diag"]["state"] == "not_run"
+    assert "1 process on the GPUs" in busy["probes"]["dcgm_diag"]["message"]
+
+
+def test_dcgm_diag_without_hostengine_or_dcgmi(stub, dcgm_stub):
+    down = dcgm_stub("b200_x8", dcgm_diag_timeout=10)["probes"]["dcgm_diag"]
+    assert down["state"] == "error" and "is nv-hostengine running?" in down["message"]
+
+
+def test_dcgm_absent_is_said(stub):
+    facts = stub("h100_x2_nvswitch", dcgm_diag_timeout=10)
+    assert facts["probes"]["dcgm_diag"]["state"] == "absent"
+
+
+def test_hung_dcgm_diag_is_killed_within_its_timeout(dcgm_stub):
+    started = time.monotonic()
+    entry = dcgm_stub("h100_x2_nvswitch", extra={"sleep-dcgm": "60"}, dcgm_diag_timeout=1.5)["probes"]["dcgm_diag"]
+    assert time.monotonic() - started < 6
+    assert entry["state"] == "timeout" and "dcgmi diag -r 1 did not answer within 1.5s" in entry["message"]
