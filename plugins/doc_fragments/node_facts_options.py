@@ -27,6 +27,24 @@ options:
     type: list
     elements: str
     default: []
+  dcgm_diag_timeout:
+    description:
+      - Seconds C(dcgmi diag -r 1) may take (with O(check_dcgm_diag)); it runs after the other probes, so a node answers
+        within O(gpu_timeout) + O(gpu_probe_budget) + this (45 s with the defaults).
+    type: float
+    default: 20
+  gpu_probe_timeout:
+    description:
+      - Seconds each extra nvidia-smi probe (C(nvlink -s), C(nvlink -e), C(-q)) may take before it is killed and reported
+        as timed out, naming the probe.
+    type: float
+    default: 5
+  gpu_probe_budget:
+    description:
+      - Seconds all extra nvidia-smi probes together may take, after the device query (at most O(gpu_timeout)); they
+        run side by side. With the defaults a node answers within 25 s, inside Slurm's 60 s HealthCheckProgram limit.
+    type: float
+    default: 15
   gpu_timeout:
     description:
       - Seconds to wait for C(nvidia-smi) before reporting the GPUs as timed out; a wedged driver makes it hang. Must

@@ -79,6 +79,109 @@ options:
       - Lowest acceptable NVIDIA driver version, like V(570.86.15) (gpu profile).
       - 'Unset: the oldest driver that runs what this node''s nvcc builds (from the CUDA release notes).'
     type: str
+  min_pcie_gen:
+    description:
+      - 'The PCIe generation every GPU''s link must be able to reach (its C(pcie.link.gen.max): the lower of what
+        the GPU and the slot support), like V(5) for H100/B200 in a Gen5 slot (gpu profile). Unset: not compared.'
+      - 'Independently, a GPU that is busy (utilization above 0, not idle) whose link runs below its own maximum generation
+        or width fails: links train down at idle, so an idle GPU is never judged on its current link.'
+    type: int
+  min_pcie_width:
+    description:
+      - 'The PCIe link width every GPU must be able to reach (C(pcie.link.width.max)), like V(16) (gpu profile). Unset:
+        not compared.'
+    type: int
+  max_gpu_temperature:
+    description:
+      - The hottest a GPU may be, in degrees Celsius (C(temperature.gpu)) (gpu profile). V(null) disables the check.
+    type: int
+    default: 85
+  bad_clock_event_reasons:
+    description:
+      - 'Clock-event (throttle) reasons that mean trouble when active on a GPU (gpu profile): hardware slowdown, thermal
+        or power-brake slowdown and software thermal slowdown by default. C(gpu_idle), C(applications_clocks_setting)
+        and C(sw_power_cap) (the board at its power limit under load) are benign and left out. An empty list disables
+        the check.'
+    type: list
+    elements: str
+    choices:
+      - hw_slowdown
+      - hw_thermal_slowdown
+      - hw_power_brake_slowdown
+      - sw_thermal_slowdown
+      - sw_power_cap
+      - sync_boost
+      - applications_clocks_setting
+      - display_clock_setting
+      - gpu_idle
+    default:
+      - hw_slowdown
+      - hw_thermal_slowdown
+      - hw_power_brake_slowdown
+      - sw_thermal_slowdown
+  require_persistence_mode:
+    description:
+      - Whether every GPU must have persistence mode on (C(nvidia-persistenced) or C(nvidia-smi -pm 1)); without it
+        the driver tears down and re-initialises the GPUs between jobs (gpu profile).
+    type: bool
+    default: true
+  mig_mode:
+    description:
+      - 'The MIG mode every MIG-capable GPU must be in (gpu profile): V(disabled) for whole-GPU jobs and builds''
+        GPU tests, V(enabled) for MIG partitions, V(any) to not check. GPUs without MIG (C([N/A])) pass.'
+    type: str
+    choices: [any, disabled, enabled]
+    default: disabled
+  check_nvlink:
+    description:
+      - 'Whether to check NVLink: every link up (C(nvidia-smi nvlink -s)) and error counters at most O(max_nvlink_errors)
+        (C(nvidia-smi nvlink -e)), per GPU and link (gpu profile). Two extra nvidia-smi probes, run only when this
+        is on. A board without NVLink (PCIe) is reported as not applicable.'
+    type: bool
+    default: false
+  max_nvlink_errors:
+    description:
+      - Most errors (replay, recovery, CRC) any one NVLink link may have counted since the driver loaded (gpu profile,
+        with O(check_nvlink)).
+    type: int
+    default: 0
+  check_fabric:
+    description:
+      - 'Whether the NVSwitch fabric must be up: every GPU''s C(nvidia-smi -q) Fabric State C(Completed) with Status
+        C(Success) (gpu profile). C(In Progress) or C(Not Started) means Fabric Manager (and NVLSM on B200 and later)
+        is not running or has not registered the GPU. PCIe boards report N/A: not applicable, said so. One C(nvidia-smi
+        -q) probe, run only when this or O(check_gpu_recovery) is on.'
+    type: bool
+    default: false
+  check_gpu_recovery:
+    description:
+      - 'Whether a GPU the driver says needs a reset fails the node (gpu profile): C(nvidia-smi -q) GPU Reset Status
+        (Reset Required, Drain and Reset Recommended; deprecated from driver 570) and GPU Recovery Action (driver
+        570 and later: C(Reset), C(Reboot), C(Drain P2P), C(Drain and Reset)).'
+    type: bool
+    default: false
+  xid_fail_actions:
+    description:
+      - 'The Xid classes that fail the node, by the action NVIDIA''s Xid catalogue gives each code (gpu profile):
+        V(reset_gpu), V(reboot) (the node), V(contact_support) (hardware), V(restart_app) (the application''s own
+        error; left out by default). Codes in O(fatal_xids) fail whatever their class.'
+    type: list
+    elements: str
+    choices: [reset_gpu, reboot, contact_support, restart_app]
+    default: [reset_gpu, reboot, contact_support]
+  check_dcgm_diag:
+    description:
+      - Whether to run DCGM's quick diagnostic C(dcgmi diag -r 1) (seconds; needs C(nv-hostengine)) and fail on a
+        test it fails (gpu profile). It never runs while a process uses the GPUs (reported as not run); where C(dcgmi)
+        is not installed the check is not applicable.
+    type: bool
+    default: false
+  gpu_probe_timeout_fails:
+    description:
+      - 'Whether a probe that timed out makes its check unknown (the node not ready). By default it is reported (the
+        probe named, the state unknown) but not counted against the node: a slow nvidia-smi is not a fault.'
+    type: bool
+    default: false
   nvcc_arch:
     description:
       - The GPU architecture nvcc must be able to compile for, like V(sm_120a) or V(compute_120) (build profile).

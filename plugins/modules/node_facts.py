@@ -46,6 +46,19 @@ options:
     type: list
     elements: str
     default: []
+  gpu_probes:
+    description:
+      - Extra nvidia-smi probes for the gpus subset, beyond its one C(--query-gpu) call, run side by side within
+        O(gpu_probe_timeout) each and O(gpu_probe_budget) in all. A probe that times out is reported under
+        C(gpufleet_gpus.probes) as C(timeout), naming its command.
+      - V(nvlink_status) (C(nvidia-smi nvlink -s)), V(nvlink_errors) (C(nvidia-smi nvlink -e)), V(query)
+        (C(nvidia-smi -q): Fabric state, GPU Reset Status, GPU Recovery Action), V(dcgm_diag) (C(dcgmi diag -r 1),
+        after the others, within O(dcgm_diag_timeout), and never while a process uses the GPUs).
+      - The readiness action asks for those its checks read (C(check_nvlink),
+        C(check_fabric), C(check_gpu_recovery), C(check_dcgm_diag) of M(gpufleet.preflight.readiness)).
+    type: list
+    elements: str
+    default: []
 extends_documentation_fragment:
   - gpufleet.preflight.node_facts_options
   - ansible.builtin.action_common_attributes
@@ -188,6 +201,10 @@ ARGUMENT_SPEC = dict(
     build_process_names=dict(type="list", elements="str", default=[]),
     build_process_patterns=dict(type="list", elements="str", default=[]),
     gpu_timeout=dict(type="float", default=10),
+    gpu_probes=dict(type="list", elements="str", default=[]),
+    gpu_probe_timeout=dict(type="float", default=5),
+    gpu_probe_budget=dict(type="float", default=15),
+    dcgm_diag_timeout=dict(type="float", default=20),
     disk_paths=dict(type="list", elements="path", default=[]),
     service_names=dict(type="list", elements="str", default=[]),
     toolchain_python=dict(type="path"),

@@ -63,7 +63,8 @@ def test_gpu_and_build_profiles_flag_exactly_the_broken_nodes(fresh_fleet, tmp_p
     # The hung driver: every GPU check that needs nvidia-smi is unknown, with why; nothing passes silently.
     node4 = dict((c["name"], c) for c in hosts["node4"]["checks"])
     assert "gpu_count" in hosts["node4"]["failed_checks"]
-    gpu_checks = {"gpu_count", "compute_capability", "ecc_errors", "row_remaps", "gpu_compute_apps", "driver_version"}
+    gpu_checks = {"gpu_count", "compute_capability", "ecc_errors", "row_remaps", "gpu_compute_apps", "driver_version",
+                  "pcie_link", "gpu_temperature", "clock_events", "persistence_mode", "mig_mode"}
     assert set(hosts["node4"]["failed_checks"]) <= gpu_checks, hosts["node4"]["failed_checks"]
     for name in ("gpu_count", "compute_capability", "ecc_errors", "row_remaps"):
         assert node4[name]["status"] == "unknown", (name, node4[name])
@@ -78,3 +79,76 @@ def test_gpu_and_build_profiles_flag_exactly_the_broken_nodes(fresh_fleet, tmp_p
     for name in ("gpu_count", "compute_capability", "ecc_errors", "row_remaps", "gpu_compute_apps", "nvcc_arch", "disk_space"):
         assert node1[name]["status"] == "ok", (name, node1[name])
     assert node1["gpu_count"]["observed"] == 8
+
+
+H100 = os.path.join(REPO_ROOT, "tests", "unit", "plugins", "module_utils", "fixtures", "gpus", "h100_x2_nvswitch")
+
+
+def h100_file(name):
+    with open(os.path.join(H100, name)) as handle:
+        return handle.read()
+
+
+def test_gpu_health_faults_flag_only_their_node_and_a_hung_probe_drains_nothing(fresh_fleet, tmp_path):
+    """Issue 30 on the fleet: every node an HGX H100 pair (captured -q and nvlink output through the stand-in).
+    node2: GPU 1's fabric still In Progress. node3: GPU 0's NVLink link 5 down. node4: `nvidia-smi -q` hangs.
+    node5: `dcgmi diag -r 1` fails its Persistence Mode test."""
+    fleet = fresh_fleet(5)
+    q = h100_file("q.txt")
+    second = q.index("GPU 00000000:2A:00.0")
+    stuck = q[:second] + q[second:].replace("State                             : Completed",
+                                            "State                             : In Progress", 1)
+    down = h100_file("nvlink-s.txt").replace("Link 5: 26.562 GB/s", "Link 5: <inactive>", 1)
+    with open(os.path.join(os.path.dirname(H100), "dcgm", "diag-r1-persistence-fail.txt")) as handle:
+        diag_fail = handle.read()
+    textdir = os.path.join(str(tmp_path), "metrics")
+    for node in fleet.nodes:
+        files = {"node2": {"q.txt": stuck}, "node3": {"nvlink-s.txt": down}, "node4": {"sleep-q": "120"},
+                 "node5": {"dcgm-diag.txt": diag_fail}}.get(node.name)
+        install_gpus(node, scenario="h100_x2_nvswitch", files=files)
+        os.makedirs(os.path.join(textdir, node.name))
+
+    result = run_playbook(PLAYBOOK, fleet.inventory_path, extra_vars={
+        "preflight_profiles": ["gpu"],
+        "preflight_expected_gpus": 2,
+        "preflight_compute_capability": "9.0",
+        "preflight_min_available_memory": "1GiB",
+        "preflight_check_nvlink": True,
+        "preflight_check_fabric": True,
+        "preflight_check_gpu_recovery": True,
+        "preflight_check_dcgm_diag": True,
+        "preflight_min_pcie_gen": 5,
+        "preflight_gpu_probe_timeout": 2,
+        "preflight_report_dir": str(tmp_path),
+        "preflight_metrics_dir": os.path.join(textdir, "{{ inventory_hostname }}"),
+    })
+    TIMINGS["gpu_health_5_nodes"] = result.duration
+    assert "Traceback" not in result.stdout + result.stderr
+    with open(os.path.join(str(tmp_path), "preflight.json")) as handle:
+        hosts = json.load(handle)["hosts"]
+    failed = dict((name, entry["failed_checks"]) for name, entry in hosts.items() if entry["status"] != "ready")
+    assert failed == {"node2": ["fabric"], "node3": ["nvlink"], "node5": ["dcgm_diag"]}, json.dumps(
+        dict((n, hosts[n]["reason"]) for n in hosts), indent=1)
+    assert "GPU 1 (00000000:2A:00.0, NVIDIA H100 80GB HBM3, serial 1654123038646" in hosts["node2"]["reason"]
+    assert "In Progress" in hosts["node2"]["reason"] and "Fabric Manager" in hosts["node2"]["reason"]
+    assert "GPU 0 (00000000:18:00.0" in hosts["node3"]["reason"] and "link 5 down" in hosts["node3"]["reason"]
+    assert "Persistence Mode failed" in hosts["node5"]["reason"]
+    assert "fabric" in result.stdout and "nvlink" in result.stdout  # the console table names them too
+    # node_exporter metrics: the failed check by name on its node only.
+    failed_sample = 'gpufleet_preflight_check_status{check="%s",profile="gpu",source="playbook",status="failed"} 1'
+    for name, check in (("node2", "fabric"), ("node3", "nvlink"), ("node5", "dcgm_diag")):
+        with open(os.path.join(textdir, name, "gpufleet_preflight.prom")) as handle:
+            assert failed_sample % check in handle.read(), name
+    with open(os.path.join(textdir, "node1", "gpufleet_preflight.prom")) as handle:
+        assert 'status="failed"} 1' not in handle.read()
+    # The hung probe: named, not counted, the node stays ready; its other probes still answered.
+    node4 = dict((c["name"], c) for c in hosts["node4"]["checks"])
+    for name in ("fabric", "gpu_recovery"):
+        assert node4[name]["status"] == "skipped", node4[name]
+        assert "nvidia-smi -q did not answer within 2.0s" in node4[name]["message"], node4[name]
+    assert node4["nvlink"]["status"] == "ok"
+    node1 = dict((c["name"], c) for c in hosts["node1"]["checks"])
+    for name in ("pcie_link", "gpu_temperature", "clock_events", "persistence_mode", "mig_mode", "nvlink", "fabric",
+                 "gpu_recovery", "dcgm_diag"):
+        assert node1[name]["status"] == "ok", (name, node1[name])
+    assert result.duration < 60, result.duration

@@ -859,16 +859,31 @@ def blackwell_rows():
     return lines[0], lines[1:]
 
 
-def install_gpus(node, rows=None, hang=False):
-    """The stub as /usr/local/sbin/nvidia-smi on this node only, with its replay files beside it."""
-    header, healthy = blackwell_rows()
+def install_gpus(node, rows=None, hang=False, scenario=None, files=None):
+    """The stub as /usr/local/sbin/nvidia-smi on this node only, with its replay files beside it.
+
+    ``scenario``: another fixture folder (tests/unit/.../fixtures/gpus/<name>) replayed whole instead of the
+    Blackwell one; ``files``: {name: text} written over it (a changed ``q.txt``, a ``sleep-q`` that hangs a probe).
+    """
     with open(STUB) as handle:
         node.put_stub(SBIN + "/nvidia-smi", handle.read())
     data = SBIN + "/nvidia-smi.d/"
-    node.put_stub(data + "query-gpu.csv", "\n".join([header] + (healthy if rows is None else rows)) + "\n", 0o644)
-    node.put_stub(data + "compute-apps.csv", "", 0o644)
-    with open(os.path.join(BLACKWELL, "version.txt")) as handle:
-        node.put_stub(data + "version.txt", handle.read(), 0o644)
+    if scenario:
+        folder = os.path.join(os.path.dirname(BLACKWELL), scenario)
+        for name in sorted(os.listdir(folder)):
+            with open(os.path.join(folder, name)) as handle:
+                node.put_stub(data + name, handle.read(), 0o644)
+        node.put_stub(data + "compute-apps.csv", "", 0o644)
+        with open(os.path.join(os.path.dirname(STUB), "dcgmi")) as handle:
+            node.put_stub(SBIN + "/dcgmi", handle.read())
+    else:
+        header, healthy = blackwell_rows()
+        node.put_stub(data + "query-gpu.csv", "\n".join([header] + (healthy if rows is None else rows)) + "\n", 0o644)
+        node.put_stub(data + "compute-apps.csv", "", 0o644)
+        with open(os.path.join(BLACKWELL, "version.txt")) as handle:
+            node.put_stub(data + "version.txt", handle.read(), 0o644)
+    for name, text in sorted((files or {}).items()):
+        node.put_stub(data + name, text, 0o644)
     if hang:
         node.put_stub(data + "hang", "", 0o644)
 

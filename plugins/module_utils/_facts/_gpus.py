@@ -16,6 +16,7 @@ import re
 from concurrent.futures import ThreadPoolExecutor
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._human import human
+from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _gpu_probes
 from ansible_collections.gpufleet.preflight.plugins.module_utils._run import did_not_exit, find_executable, run_with_timeout, search_path
 
 # (nvidia-smi field, key in a device). Order is the column order of the query.
@@ -35,6 +36,14 @@ QUERY_FIELDS = (
     ("remapped_rows.failure", "remapped_rows_failure"),
     ("clocks_event_reasons.active", "clock_event_reasons"),
     ("persistence_mode", "persistence_mode"),
+    # Issue 30: RMA identity, PCIe link (max = what GPU and slot can train to), load (links train down at idle), MIG.
+    ("serial", "serial"),
+    ("pcie.link.gen.current", "pcie_gen_current"),
+    ("pcie.link.gen.max", "pcie_gen_max"),
+    ("pcie.link.width.current", "pcie_width_current"),
+    ("pcie.link.width.max", "pcie_width_max"),
+    ("utilization.gpu", "utilization_gpu"),
+    ("mig.mode.current", "mig_mode"),
 )
 COMPUTE_APPS_FIELDS = ("gpu_uuid", "pid", "process_name", "used_memory")
 
@@ -157,9 +166,22 @@ def device_from_row(cells, fields):
         "clock_event_reasons": reasons,
         "clock_event_reasons_raw": reasons_raw,
         "persistence_mode": _flag(raw["persistence_mode"]),
+        "serial": parse_value(raw["serial"]),
+        "pcie_gen_current": _number(raw["pcie_gen_current"]),
+        "pcie_gen_max": _number(raw["pcie_gen_max"]),
+        "pcie_width_current": _number(raw["pcie_width_current"]),
+        "pcie_width_max": _number(raw["pcie_width_max"]),
+        "utilization_gpu": _number(raw["utilization_gpu"]),
+        "mig_mode": _mig(raw["mig_mode"]),
         "compute_apps": [],
     }
     return device
+
+
+def _mig(text):
+    """``Enabled``/``Disabled`` -> 'enabled'/'disabled'; ``[N/A]`` (a board without MIG) -> None."""
+    value = _flag(text)
+    return None if value is None else ("enabled" if value else "disabled")
 
 
 def parse_query_gpu(text, fields):
@@ -241,7 +263,28 @@ def empty_gpus(state, message, path=None):
         "count": 0,
         "unsupported_fields": [],
         "devices": [],
+        "probes": {},
     }
+
+
+def attach_probes(facts, results):
+    """Probe results -> ``facts['probes']`` (state, seconds, command, message) and, per device, what each probe saw:
+    ``nvlink`` (link -> GB/s or None when down) and ``nvlink_errors`` by UUID, the ``-q`` summary by bus id. A
+    device a probe did not answer for keeps None: unknown, never healthy."""
+    facts["probes"] = dict((name, dict((k, v) for k, v in entry.items() if k != "gpus")) for name, entry in results.items())
+    status = (results.get("nvlink_status") or {}).get("gpus")
+    errors = (results.get("nvlink_errors") or {}).get("gpus")
+    query = dict((_gpu_probes.normal_bus_id(bus), summary) for bus, summary in ((results.get("query") or {}).get("gpus") or {}).items())
+    for dev in facts["devices"]:
+        if "nvlink_status" in results:
+            dev["nvlink"] = None if status is None else (status.get(dev["uuid"]) or {}).get("links", {})
+        if "nvlink_errors" in results:
+            dev["nvlink_errors"] = None if errors is None else errors.get(dev["uuid"], {})
+        if "query" in results:
+            summary = query.get(_gpu_probes.normal_bus_id(dev["pci_bus_id"])) if results["query"].get("gpus") is not None else None
+            dev["query"] = summary
+            if summary and not dev.get("serial"):
+                dev["serial"] = summary.get("serial")
 
 
 # ---- I/O below: runs nvidia-smi ------------------------------------------------------------------------
@@ -286,11 +329,14 @@ def cuda_version(run, smi, timeout):
     return cuda
 
 
-def collect_gpus(run=run_with_timeout, timeout=10, search_paths=None):
+def collect_gpus(run=run_with_timeout, timeout=10, search_paths=None, probes=(), probe_timeout=5, probe_budget=20,
+                 dcgm_diag_timeout=None):
     """``gpufleet_gpus``: devices from nvidia-smi, or why there are none (``present: false`` and a ``state``).
 
     ``run(argv, timeout) -> (rc, stdout, stderr)`` with rc None on timeout; ``search_paths`` default to PATH then
-    the usual driver locations.
+    the usual driver locations. ``probes`` (names in ``_gpu_probes.PROBES``) run after the device query, side by
+    side with the compute-apps query, each within ``probe_timeout`` and all within ``probe_budget`` seconds.
+    ``dcgm_diag_timeout`` set: ``dcgmi diag -r 1`` runs after them when no process uses the GPUs.
     """
     dirs = list(search_paths) if search_paths is not None else search_path(DEFAULT_SEARCH_DIRS)
     smi = find_executable("nvidia-smi", dirs)
@@ -319,12 +365,15 @@ def collect_gpus(run=run_with_timeout, timeout=10, search_paths=None):
 
     # Each nvidia-smi call initialises NVML for every GPU (tenths of a second on an 8-GPU node): once the
     # device query has answered, ask for the compute apps and the CUDA version side by side.
-    with ThreadPoolExecutor(max_workers=2) as pool:
+    with ThreadPoolExecutor(max_workers=3) as pool:
         apps_call = pool.submit(run, [smi, "--query-compute-apps=" + ",".join(COMPUTE_APPS_FIELDS),
                                       "--format=csv,noheader,nounits"], timeout)
         cuda_call = pool.submit(cuda_version, run, smi, timeout)
+        probe_call = pool.submit(_gpu_probes.run_probes, run, smi, probes, probe_timeout, probe_budget) if probes else None
         app_rc, app_out, app_err = apps_call.result()
         facts["cuda_version"] = cuda_call.result()
+        if probe_call is not None:
+            attach_probes(facts, probe_call.result())
     if app_rc == 0:
         apps = parse_compute_apps(app_out)
         for dev in devices:
@@ -336,6 +385,12 @@ def collect_gpus(run=run_with_timeout, timeout=10, search_paths=None):
         facts["message"] += "; compute apps unknown (%s)" % (
             "timed out" if app_rc is None else _first_line(app_err) or _first_line(app_out) or "exit %s" % app_rc)
 
+    if dcgm_diag_timeout and devices:
+        apps = [app for dev in devices for app in (dev["compute_apps"] or ())]
+        busy = ("compute processes could not be listed" if any(dev["compute_apps"] is None for dev in devices) else
+                "%d process%s on the GPUs" % (len(apps), "" if len(apps) == 1 else "es") if apps else "")
+        dcgmi = find_executable("dcgmi", dirs)
+        facts["probes"]["dcgm_diag"] = _gpu_probes.run_dcgm_diag(run, dcgmi, busy, dcgm_diag_timeout)
     if not devices:
         facts["state"] = "ok"
         facts["message"] = "nvidia-smi ran but listed no GPUs"

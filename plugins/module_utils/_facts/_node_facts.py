@@ -18,6 +18,7 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _
 from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _processes
 from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _cpus
 from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _gpus
+from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _gpu_probes
 from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _toolchain
 from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _disks
 from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _kernel_events
@@ -32,6 +33,8 @@ SUBSETS = _constants.SUBSETS
 # bounds for gpu_timeout and kernel_events_window read the same numbers.
 MAX_GPU_TIMEOUT = _constants.MAX_GPU_TIMEOUT
 MAX_KERNEL_EVENTS_WINDOW = _constants.MAX_KERNEL_EVENTS_WINDOW
+# The extra GPU probes all together: a Slurm HealthCheckProgram is killed at 60 s (the readiness table says 50 too).
+MAX_GPU_PROBE_BUDGET = 50.0
 
 
 def validate_options(params, known=SUBSETS):
@@ -45,6 +48,17 @@ def validate_options(params, known=SUBSETS):
     NameMatcher(params.get("service_names") or [], "service_names")
     options = dict(params)
     options["gpu_timeout"] = seconds(params["gpu_timeout"], "gpu_timeout", maximum=MAX_GPU_TIMEOUT, zero=False)
+    # The probes' options are newer than some callers' params (the health check's saved configs): the defaults.
+    options["gpu_probe_timeout"] = seconds(params.get("gpu_probe_timeout", 5), "gpu_probe_timeout", maximum=MAX_GPU_TIMEOUT, zero=False)
+    options["gpu_probe_budget"] = seconds(params.get("gpu_probe_budget", 15), "gpu_probe_budget", maximum=MAX_GPU_PROBE_BUDGET,
+                                          zero=False)
+    options["gpu_probes"] = list(params.get("gpu_probes") or ())
+    options["dcgm_diag_timeout"] = seconds(params.get("dcgm_diag_timeout", 20), "dcgm_diag_timeout",
+                                           maximum=MAX_GPU_PROBE_BUDGET, zero=False)
+    probes = [name for name, _args in _gpu_probes.PROBES] + ["dcgm_diag"]
+    unknown_probes = [name for name in options["gpu_probes"] if name not in probes]
+    if unknown_probes:
+        raise ValueError("gpu_probes: %s unknown; the probes are %s" % (", ".join(unknown_probes), ", ".join(probes)))
     options["kernel_events_window"] = int(seconds(params["kernel_events_window"], "kernel_events_window",
                                                   maximum=MAX_KERNEL_EVENTS_WINDOW, zero=False))
     options["toolchain_python"] = program(params["toolchain_python"], "toolchain_python")
@@ -68,7 +82,9 @@ def gather(options, run):
             patterns_option="build_process_patterns"),
         "cpus": _cpus.collect_cpus,
         "node": lambda: _node.collect_node(options.get("service_names") or ()),
-        "gpus": lambda: _gpus.collect_gpus(run, timeout=options["gpu_timeout"]),
+        "gpus": lambda: _gpus.collect_gpus(run, timeout=options["gpu_timeout"], probes=options["gpu_probes"],
+                                           probe_timeout=options["gpu_probe_timeout"], probe_budget=options["gpu_probe_budget"],
+                                           dcgm_diag_timeout=options["dcgm_diag_timeout"] if "dcgm_diag" in options["gpu_probes"] else None),
         "toolchain": lambda: _toolchain.collect_toolchain(run, python=options["toolchain_python"]),
         "disks": lambda: _disks.collect_disks(options["disk_paths"]),
         "kernel_events": lambda: _kernel_events.collect_kernel_events(options["kernel_events_window"], run),

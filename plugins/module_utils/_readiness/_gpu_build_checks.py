@@ -18,6 +18,8 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._paths import i
 from ansible_collections.gpufleet.preflight.plugins.module_utils._versions import split_arch, supports, version_at_least, version_tuple
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness._checks import describe_age, printable, result, skipped, unknown
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness._checks import option as _option
+from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness._gpu_health_checks import (
+    XID_ACTION_WORDS, classify_xid, describe_gpu)
 
 # Oldest Linux driver each CUDA toolkit release needs (CUDA toolkit release notes, table 3): the code nvcc builds
 # here must run on this node's driver.
@@ -148,21 +150,40 @@ def check_row_remaps(facts, policy):
 
 
 def check_fatal_xid(facts, policy):
+    """Xid errors that fail the node: those in fatal_xids, and those whose class in NVIDIA's Xid catalogue
+    (``_gpu_health_checks.XID_CATALOGUE``) is one of xid_fail_actions; the message says what each needs."""
     name = "fatal_xid"
     fatal = set(int(code) for code in _option(policy, "fatal_xids"))
+    actions = set(_option(policy, "xid_fail_actions") or ())
     events, why = _kernel_events(facts, name, "no fatal Xid", "gpu")
     if why:
         return why
     expected = "no fatal Xid in the last %s" % describe_age(events.get("window_seconds"))
-    bad = [xid for xid in events.get("xids") or [] if xid.get("code") in fatal]
+    bad = [xid for xid in events.get("xids") or []
+           if xid.get("code") in fatal or classify_xid(xid.get("code"))[0] in actions]
     if not bad:
         return result(name, True, [], expected, "", "gpu")
     latest = bad[-1]
-    message = "%d fatal Xid error%s, latest Xid %s on %s %s ago (%s): the GPU needs a reset or reboot; see `dmesg | grep Xid`" % (
+    kind, what = classify_xid(latest["code"])
+    device = _device_at(facts, latest.get("pci"))
+    action = XID_ACTION_WORDS.get(kind, "the GPU needs a reset or reboot")
+    message = "%d fatal Xid error%s, latest Xid %s on %s %s ago (%s)%s%s: %s; see `dmesg | grep Xid`" % (
         len(bad), "" if len(bad) == 1 else "s", latest["code"], latest.get("pci"),
         describe_age(latest.get("age_seconds")) if latest.get("age_seconds") is not None else "an unknown time",
-        latest.get("message"))
+        latest.get("message"), ", %s" % what if what else "", ", %s" % describe_gpu(device) if device else "", action)
     return result(name, False, sorted(set((x["code"], x.get("pci")) for x in bad)), expected, message, "gpu")
+
+
+def _device_at(facts, pci):
+    """The GPU at an Xid's PCI address (``0000:3b:00``), when gpus facts were gathered too."""
+    if not pci:
+        return None
+    wanted = pci.lower().split(":")[-2:] if pci.count(":") >= 1 else None
+    for dev in ((facts.get("gpus") or {}).get("devices") or []):
+        bus = (dev.get("pci_bus_id") or "").lower().split(".")[0].split(":")[-2:]
+        if wanted and bus == wanted:
+            return dev
+    return None
 
 
 def check_gpu_compute_apps(facts, policy):

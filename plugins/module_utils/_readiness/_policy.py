@@ -13,6 +13,7 @@ __metaclass__ = type
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._human import human
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _gpu_build_checks as gpu_build
+from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _gpu_health_checks as gpu_health
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _toolkit_checks as toolkit
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _node_checks as node
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness._checks import describe_age, option, printable, result, skipped, unknown
@@ -36,6 +37,10 @@ def node_facts_args(policy):
         build_process_names=policy["build_process_names"],
         build_process_patterns=policy["build_process_patterns"],
         gpu_timeout=policy["gpu_timeout"],
+        gpu_probes=gpu_probes_for(policy),
+        gpu_probe_timeout=policy["gpu_probe_timeout"],
+        gpu_probe_budget=policy["gpu_probe_budget"],
+        dcgm_diag_timeout=policy["dcgm_diag_timeout"],
         disk_paths=disk_paths(policy),
         service_names=list(policy.get("required_services") or []) if "node" in profiles(policy) else [],
         kernel_events_window=policy["kernel_events_window"],
@@ -54,6 +59,21 @@ def disk_paths(policy):
         paths.extend(path for path in list(policy.get("required_mounts") or []) + list(policy.get("scratch_paths") or [])
                      if path not in paths)
     return paths
+
+
+def gpu_probes_for(policy):
+    """The extra nvidia-smi probes the policy's checks read: none by default, so a node-local check every minute
+    costs one nvidia-smi device query."""
+    if "gpu" not in (policy.get("profiles") or ()):
+        return []
+    probes = []
+    if policy.get("check_nvlink"):
+        probes += ["nvlink_status", "nvlink_errors"]
+    if policy.get("check_fabric") or policy.get("check_gpu_recovery"):
+        probes.append("query")
+    if policy.get("check_dcgm_diag"):
+        probes.append("dcgm_diag")
+    return probes
 
 
 def subsets_for(policy):
@@ -223,6 +243,9 @@ def check(name, profile, function, reads, options=()):
 
 _GPU = ("gpus.state", "gpus.message", "gpus.devices")
 _DEVICE = "gpus.devices[]."
+_NAMED = tuple(_DEVICE + key for key in ("index", "name", "pci_bus_id", "serial", "uuid"))
+_PROBES = ("gpus.probes",) + tuple("gpus.probes.%s.%s" % (probe, key) for probe in ("nvlink_status", "nvlink_errors", "query")
+                                   for key in ("state", "message"))
 _EVENTS = ("kernel_events.readable", "kernel_events.message", "kernel_events.window_seconds")
 _KILL = "kernel_events.oom_kills[]."
 
@@ -248,12 +271,35 @@ CHECKS = (
         _DEVICE + "index", _DEVICE + "remapped_rows_pending", _DEVICE + "remapped_rows_failure")),
     check("fatal_xid", "gpu", gpu_build.check_fatal_xid, _EVENTS + (
         "kernel_events.xids[].code", "kernel_events.xids[].pci", "kernel_events.xids[].age_seconds",
-        "kernel_events.xids[].message"), ("fatal_xids",)),
+        "kernel_events.xids[].message", "gpus.devices", _DEVICE + "pci_bus_id", _DEVICE + "index", _DEVICE + "name",
+        _DEVICE + "serial", _DEVICE + "uuid"), ("fatal_xids", "xid_fail_actions")),
     check("gpu_compute_apps", "gpu", gpu_build.check_gpu_compute_apps, _GPU + (
         _DEVICE + "index", _DEVICE + "compute_apps", _DEVICE + "compute_apps[].name", _DEVICE + "compute_apps[].pid",
         _DEVICE + "compute_apps[].used_memory_bytes"), ("allow_gpu_compute_apps", "allowed_gpu_compute_apps")),
     check("driver_version", "gpu", gpu_build.check_driver_version, _GPU + (
         "gpus.driver_version", "toolchain.nvcc.cuda_version"), ("min_driver_version",)),
+    check("pcie_link", "gpu", gpu_health.check_pcie_link, _GPU + _NAMED + tuple(_DEVICE + key for key in (
+        "pcie_gen_current", "pcie_gen_max", "pcie_width_current", "pcie_width_max", "utilization_gpu",
+        "clock_event_reasons", "clock_event_reasons[]")), ("min_pcie_gen", "min_pcie_width")),
+    check("gpu_temperature", "gpu", gpu_health.check_gpu_temperature, _GPU + _NAMED + (_DEVICE + "temperature",),
+          ("max_gpu_temperature",)),
+    check("clock_events", "gpu", gpu_health.check_clock_events, _GPU + _NAMED + (
+        _DEVICE + "clock_event_reasons", _DEVICE + "clock_event_reasons[]"),
+          ("bad_clock_event_reasons",)),
+    check("persistence_mode", "gpu", gpu_health.check_persistence_mode, _GPU + _NAMED + (_DEVICE + "persistence_mode",),
+          ("require_persistence_mode",)),
+    check("mig_mode", "gpu", gpu_health.check_mig_mode, _GPU + _NAMED + (_DEVICE + "mig_mode",), ("mig_mode",)),
+    check("nvlink", "gpu", gpu_health.check_nvlink, _GPU + _NAMED + _PROBES + (_DEVICE + "nvlink", _DEVICE + "nvlink_errors"),
+          ("check_nvlink", "max_nvlink_errors", "gpu_probe_timeout_fails")),
+    check("fabric", "gpu", gpu_health.check_fabric, _GPU + _NAMED + _PROBES + (
+        _DEVICE + "query", _DEVICE + "query.fabric_state", _DEVICE + "query.fabric_status",
+        _DEVICE + "query.fabric_health_summary"), ("check_fabric", "gpu_probe_timeout_fails")),
+    check("gpu_recovery", "gpu", gpu_health.check_gpu_recovery, _GPU + _NAMED + _PROBES + (
+        _DEVICE + "query", _DEVICE + "query.recovery_action", _DEVICE + "query.reset_required",
+        _DEVICE + "query.drain_and_reset_recommended"), ("check_gpu_recovery", "gpu_probe_timeout_fails")),
+    check("dcgm_diag", "gpu", gpu_health.check_dcgm_diag, _GPU + ("gpus.probes", "gpus.probes.dcgm_diag.state",
+        "gpus.probes.dcgm_diag.message", "gpus.probes.dcgm_diag.tests[].test", "gpus.probes.dcgm_diag.tests[].result",
+        "gpus.probes.dcgm_diag.tests[].detail"), ("check_dcgm_diag", "gpu_probe_timeout_fails")),
     check("nvcc_arch", "build", gpu_build.check_nvcc_arch, (
         "toolchain.nvcc.present", "toolchain.nvcc.error", "toolchain.nvcc.gpu_archs[]", "toolchain.nvcc.gpu_codes[]",
         "toolchain.nvcc.version", "toolchain.nvcc.cuda_version"), ("nvcc_arch",)),

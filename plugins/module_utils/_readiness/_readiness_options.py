@@ -90,6 +90,93 @@ OPTIONS = (
         "Lowest acceptable NVIDIA driver version, like V(570.86.15) (gpu profile).",
         "Unset: the oldest driver that runs what this node's nvcc builds (from the CUDA release notes).",
     ]),
+    # ---------------------------------------------------------------- profile gpu: node health (issue 30)
+    dict(name="min_pcie_gen", check=dict(min=1, max=6, what="a PCIe generation (1 to 6)"), type="int", default=None, roles=CHECK,
+         description=[
+        "The PCIe generation every GPU's link must be able to reach (its C(pcie.link.gen.max): the lower of what the "
+        "GPU and the slot support), like V(5) for H100/B200 in a Gen5 slot (gpu profile). Unset: not compared.",
+        "Independently, a GPU that is busy (utilization above 0, not idle) whose link runs below its own maximum "
+        "generation or width fails: links train down at idle, so an idle GPU is never judged on its current link.",
+    ]),
+    dict(name="min_pcie_width", check=dict(min=1, max=32, what="a PCIe link width (1 to 32 lanes)"), type="int", default=None,
+         roles=CHECK, description=[
+        "The PCIe link width every GPU must be able to reach (C(pcie.link.width.max)), like V(16) (gpu profile). "
+        "Unset: not compared.",
+    ]),
+    dict(name="max_gpu_temperature", check=dict(min=0, max=150, unit="degrees C"), type="int", default=85, roles=CHECK,
+         description=[
+        "The hottest a GPU may be, in degrees Celsius (C(temperature.gpu)) (gpu profile). V(null) disables the check.",
+    ]),
+    dict(name="bad_clock_event_reasons", check=dict(form="choices"), type="list", elements="str",
+         choices=["hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown", "sw_thermal_slowdown", "sw_power_cap",
+                  "sync_boost", "applications_clocks_setting", "display_clock_setting", "gpu_idle"],
+         default=["hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown", "sw_thermal_slowdown"], roles=CHECK,
+         description=[
+        "Clock-event (throttle) reasons that mean trouble when active on a GPU (gpu profile): hardware slowdown, "
+        "thermal or power-brake slowdown and software thermal slowdown by default. C(gpu_idle), "
+        "C(applications_clocks_setting) and C(sw_power_cap) (the board at its power limit under load) are benign "
+        "and left out. An empty list disables the check.",
+    ]),
+    dict(name="require_persistence_mode", check=dict(form="bool"), type="bool", default=True, roles=CHECK, description=[
+        "Whether every GPU must have persistence mode on (C(nvidia-persistenced) or C(nvidia-smi -pm 1)); without it "
+        "the driver tears down and re-initialises the GPUs between jobs (gpu profile).",
+    ]),
+    dict(name="mig_mode", check=dict(form="choices"), type="str", choices=["any", "disabled", "enabled"], default="disabled",
+         roles=CHECK, description=[
+        "The MIG mode every MIG-capable GPU must be in (gpu profile): V(disabled) for whole-GPU jobs and builds' GPU "
+        "tests, V(enabled) for MIG partitions, V(any) to not check. GPUs without MIG (C([N/A])) pass.",
+    ]),
+    dict(name="check_nvlink", check=dict(form="bool"), type="bool", default=False, roles=CHECK, description=[
+        "Whether to check NVLink: every link up (C(nvidia-smi nvlink -s)) and error counters at most "
+        "O(max_nvlink_errors) (C(nvidia-smi nvlink -e)), per GPU and link (gpu profile). Two extra nvidia-smi "
+        "probes, run only when this is on. A board without NVLink (PCIe) is reported as not applicable.",
+    ]),
+    dict(name="max_nvlink_errors", check=dict(min=0, max=2 ** 63 - 1), type="int", default=0, roles=CHECK, description=[
+        "Most errors (replay, recovery, CRC) any one NVLink link may have counted since the driver loaded "
+        "(gpu profile, with O(check_nvlink)).",
+    ]),
+    dict(name="check_fabric", check=dict(form="bool"), type="bool", default=False, roles=CHECK, description=[
+        "Whether the NVSwitch fabric must be up: every GPU's C(nvidia-smi -q) Fabric State C(Completed) with Status "
+        "C(Success) (gpu profile). C(In Progress) or C(Not Started) means Fabric Manager (and NVLSM on B200 and later) "
+        "is not running or has not registered the GPU. PCIe boards report N/A: not applicable, said so. "
+        "One C(nvidia-smi -q) probe, run only when this or O(check_gpu_recovery) is on.",
+    ]),
+    dict(name="check_gpu_recovery", check=dict(form="bool"), type="bool", default=False, roles=CHECK, description=[
+        "Whether a GPU the driver says needs a reset fails the node (gpu profile): C(nvidia-smi -q) GPU Reset Status "
+        "(Reset Required, Drain and Reset Recommended; deprecated from driver 570) and GPU Recovery Action "
+        "(driver 570 and later: C(Reset), C(Reboot), C(Drain P2P), C(Drain and Reset)).",
+    ]),
+    dict(name="xid_fail_actions", check=dict(form="choices"), type="list", elements="str",
+         choices=["reset_gpu", "reboot", "contact_support", "restart_app"],
+         default=["reset_gpu", "reboot", "contact_support"], roles=CHECK, description=[
+        "The Xid classes that fail the node, by the action NVIDIA's Xid catalogue gives each code (gpu profile): "
+        "V(reset_gpu), V(reboot) (the node), V(contact_support) (hardware), V(restart_app) (the application's own "
+        "error; left out by default). Codes in O(fatal_xids) fail whatever their class.",
+    ]),
+    dict(name="check_dcgm_diag", check=dict(form="bool"), type="bool", default=False, roles=CHECK, description=[
+        "Whether to run DCGM's quick diagnostic C(dcgmi diag -r 1) (seconds; needs C(nv-hostengine)) and fail on a test "
+        "it fails (gpu profile). It never runs while a process uses the GPUs (reported as not run); where C(dcgmi) is "
+        "not installed the check is not applicable.",
+    ]),
+    dict(name="dcgm_diag_timeout", check=dict(above=0, max=50, unit="seconds", why="Slurm kills a HealthCheckProgram at 60 s"),
+         type="float", default=20, roles=CHECK, node=True, description=[
+        "Seconds C(dcgmi diag -r 1) may take (with O(check_dcgm_diag)); it runs after the other probes, so a node "
+        "answers within O(gpu_timeout) + O(gpu_probe_budget) + this (45 s with the defaults).",
+    ]),
+    dict(name="gpu_probe_timeout", check=dict(above=0, max=MAX_GPU_TIMEOUT, unit="seconds", why="a hung driver needs a deadline"),
+         type="float", default=5, roles=CHECK, node=True, description=[
+        "Seconds each extra nvidia-smi probe (C(nvlink -s), C(nvlink -e), C(-q)) may take before it is killed and "
+        "reported as timed out, naming the probe.",
+    ]),
+    dict(name="gpu_probe_budget", check=dict(above=0, max=50, unit="seconds", why="Slurm kills a HealthCheckProgram at 60 s"),
+         type="float", default=15, roles=CHECK, node=True, description=[
+        "Seconds all extra nvidia-smi probes together may take, after the device query (at most O(gpu_timeout)); they "
+        "run side by side. With the defaults a node answers within 25 s, inside Slurm's 60 s HealthCheckProgram limit.",
+    ]),
+    dict(name="gpu_probe_timeout_fails", check=dict(form="bool"), type="bool", default=False, roles=CHECK, description=[
+        "Whether a probe that timed out makes its check unknown (the node not ready). By default it is reported "
+        "(the probe named, the state unknown) but not counted against the node: a slow nvidia-smi is not a fault.",
+    ]),
     # ---------------------------------------------------------------- profile build
     dict(name="nvcc_arch", check=dict(form="arch"), type="str", default="sm_120a", roles=CHECK, description=[
         "The GPU architecture nvcc must be able to compile for, like V(sm_120a) or V(compute_120) (build profile). "

@@ -124,10 +124,13 @@ def fixture_facts(tmp_path_factory):
     bin_dir.mkdir()
     shutil.copy(STUB_NVIDIA_SMI, str(bin_dir / "nvidia-smi"))
     os.chmod(str(bin_dir / "nvidia-smi"), 0o755)
-    for scenario in ("rtx_pro_6000_x8", "b200_x8", "a100_pre535", "v100_r470", "exit_9", "geforce_na"):
+    shutil.copy(os.path.join(os.path.dirname(STUB_NVIDIA_SMI), "dcgmi"), str(bin_dir / "dcgmi"))
+    for scenario in ("rtx_pro_6000_x8", "b200_x8", "a100_pre535", "v100_r470", "exit_9", "geforce_na",
+                     "h100_x2_nvswitch", "rtx5090_570", "b200_fabric_in_progress"):
         env = dict(os.environ, GPUFLEET_STUB_DIR=os.path.join(FIXTURES, "gpus", scenario))
         facts = _gpus.collect_gpus(lambda argv, timeout, env=env: run_with_timeout(argv, timeout, env=env),
-                                   timeout=10, search_paths=[str(bin_dir)])
+                                   timeout=10, search_paths=[str(bin_dir)], probes=("nvlink_status", "nvlink_errors", "query"),
+                                   dcgm_diag_timeout=10)
         out.append(("gpus/" + scenario, {"gpus": facts}))
     root = tmp / "kmsg"
     (root / "dev").mkdir(parents=True)
@@ -264,6 +267,7 @@ POLICIES = [
     dict(table.defaults(), require_cuda_libraries=True, toolchain_python="/opt/venv/bin/python3",
          min_driver_version="570.86.15", cmake_max_version="4.0", allowed_gpu_compute_apps=["dcgm-exporter"]),
     dict(table.defaults(), max_memory_pressure=0.0, min_available_memory="0.5", oom_window_minutes=500000),
+    dict(table.defaults(), check_nvlink=True, check_fabric=True, check_gpu_recovery=True, check_dcgm_diag=True, min_pcie_gen=5, min_pcie_width=16),
 ]
 
 

@@ -23,7 +23,14 @@ GIB = 2 ** 30
 def device(index, **over):
     dev = {"index": index, "name": "NVIDIA RTX PRO 6000 Blackwell Server Edition", "uuid": "GPU-%d" % index,
            "compute_capability": "12.0", "driver_version": "580.65.06", "ecc_uncorrected": 0,
-           "remapped_rows_pending": False, "remapped_rows_failure": False, "compute_apps": []}
+           "remapped_rows_pending": False, "remapped_rows_failure": False, "compute_apps": [],
+           "pci_bus_id": "00000000:%02X:00.0" % (0x18 + index), "serial": "17951250010%02d" % index,
+           "pcie_gen_current": 1, "pcie_gen_max": 5, "pcie_width_current": 16, "pcie_width_max": 16, "utilization_gpu": 0,
+           "temperature": 31, "clock_event_reasons": ["gpu_idle"], "persistence_mode": True, "mig_mode": "disabled",
+           "nvlink": dict((link, 26.562) for link in range(18)),
+           "nvlink_errors": dict((link, {"replay": 0, "recovery": 0, "crc": 0}) for link in range(18)),
+           "query": {"fabric_state": "Completed", "fabric_status": "Success", "fabric_health_summary": None,
+                     "reset_required": None, "drain_and_reset_recommended": None, "recovery_action": "None"}}
     dev.update(over)
     return dev
 
@@ -31,7 +38,14 @@ def device(index, **over):
 def gpus(count=8, state="ok", message="", devices=None, driver="580.65.06"):
     devs = devices if devices is not None else [device(i) for i in range(count)]
     return {"present": bool(devs), "state": state, "message": message, "count": len(devs), "devices": devs,
-            "driver_version": driver if devs else None}
+            "driver_version": driver if devs else None,
+            "probes": dict((name, {"state": "ok", "seconds": 0.1, "command": "nvidia-smi", "message": ""})
+                           for name in ("nvlink_status", "nvlink_errors", "query")),
+            }
+
+
+DCGM_PASS = {"state": "ok", "seconds": 4.2, "command": "dcgmi diag -r 1", "message": "",
+             "tests": [{"section": "Deployment", "test": "Denylist", "result": "Pass", "detail": ""}]}
 
 
 def nvcc(cuda="13.0", archs=(75, 80, 86, 89, 90, 100, 103, 110, 120, 121), present=True):
@@ -75,12 +89,13 @@ def xid(code, age=120.0, fatal=True):
 
 
 HEALTHY = {
-    "gpus": gpus(),
+    "gpus": dict(gpus(), probes=dict(gpus()["probes"], dcgm_diag=DCGM_PASS)),
     "toolchain": toolchain(),
     "disks": {"paths": {"/tmp": disk()}, "errors": []},
     "kernel_events": events(),
 }
-POLICY = {"build_path": "/tmp", "require_cuda_libraries": True, "toolchain_python": "/venv/bin/python"}
+POLICY = {"build_path": "/tmp", "require_cuda_libraries": True, "toolchain_python": "/venv/bin/python",
+          "check_nvlink": True, "check_fabric": True, "check_gpu_recovery": True, "check_dcgm_diag": True}
 
 
 def with_facts(**over):
@@ -215,7 +230,7 @@ def test_check(check, over, policy, status, words):
 
 def test_checks_tuple_names_are_unique_and_profiled():
     names = [check(HEALTHY, POLICY)["name"] for check in PROFILE_CHECKS]
-    assert len(set(names)) == len(names) == 14
+    assert len(set(names)) == len(names) == 23
     profiles = dict((check(HEALTHY, POLICY)["name"], check(HEALTHY, POLICY)["profile"]) for check in PROFILE_CHECKS)
     assert profiles["gpu_count"] == "gpu" and profiles["disk_space"] == "build" and profiles["nvcc_arch"] == "build"
 

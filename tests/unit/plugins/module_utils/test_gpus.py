@@ -20,6 +20,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(HERE, "fixtures", "gpus")
 STUB = os.path.normpath(os.path.join(HERE, "..", "..", "..", "fleet", "stubs", "nvidia-smi"))
 MIB = 2 ** 20
+NEW_FIELDS = ["serial", "pcie.link.gen.current", "pcie.link.gen.max", "pcie.link.width.current", "pcie.link.width.max", "utilization.gpu", "mig.mode.current"]
 
 
 def fixture_rows(scenario):
@@ -164,8 +165,10 @@ def test_pre535_driver_falls_back_to_throttle_reasons(stub_bin):
     calls = []
     facts = _gpus.collect_gpus(runner("a100_pre535", calls=calls), timeout=10, search_paths=[bin_dir])
     assert facts["state"] == "ok" and facts["count"] == 2
-    assert facts["unsupported_fields"] == ["clocks_event_reasons.active"]
+    # An old driver knows none of issue 30's fields either: each is dropped in turn, the device query still answers.
+    assert facts["unsupported_fields"] == ["clocks_event_reasons.active"] + NEW_FIELDS
     assert facts["devices"][0]["clock_event_reasons"] == ["sw_thermal_slowdown"]
+    assert facts["devices"][0]["pcie_gen_max"] is None and facts["devices"][0]["mig_mode"] is None
     assert "clocks_throttle_reasons.active" in calls[1][1]
     # No --version on this driver: the CUDA version came from the plain table's header.
     assert facts["cuda_version"] == "12.0"
@@ -176,7 +179,7 @@ def test_rejected_fields_degrade_instead_of_returning_nothing(stub_bin):
     facts = _gpus.collect_gpus(runner("v100_r470"), timeout=10, search_paths=[bin_dir])
     assert facts["state"] == "ok" and facts["present"] is True
     assert facts["unsupported_fields"] == ["compute_cap", "remapped_rows.pending", "remapped_rows.failure",
-                                           "clocks_event_reasons.active"]
+                                           "clocks_event_reasons.active"] + NEW_FIELDS
     dev = facts["devices"][0]
     assert dev["name"] == "Tesla V100-SXM2-32GB" and dev["memory_total_bytes"] == 32510 * MIB
     assert dev["compute_capability"] is None and dev["remapped_rows_pending"] is None

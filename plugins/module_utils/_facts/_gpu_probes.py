@@ -1,0 +1,238 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The nvidia-smi probes beyond the one ``--query-gpu`` call: ``nvlink -s`` (link state), ``nvlink -e`` (error
+counters) and ``-q`` (the Fabric section, GPU Reset Status, GPU Recovery Action).
+
+They run only when a check that reads them is on, side by side, each with its own timeout, all inside one budget:
+a probe that does not answer in time is reported as ``timeout`` with its command, never as a fault of the node.
+Pure parsers first; ``run_probes`` at the bottom does the I/O.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import re
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+# probe name -> nvidia-smi arguments. Names are what the facts, checks and messages call them.
+PROBES = (
+    ("nvlink_status", ("nvlink", "-s")),
+    ("nvlink_errors", ("nvlink", "-e")),
+    ("query", ("-q",)),
+)
+PROBE_ARGS = dict(PROBES)
+
+_GPU_HEADER_RE = re.compile(r"^GPU\s+(\d+):\s*(.*?)\s*\(UUID:\s*(GPU-[0-9A-Fa-f-]+)\)\s*$")
+_LINK_RE = re.compile(r"^\s*Link\s+(\d+):\s*(.*?)\s*$")
+_SPEED_RE = re.compile(r"^([0-9]+(?:\.[0-9]+)?)\s*GB/s$", re.IGNORECASE)
+_COUNTER_RE = re.compile(r"([A-Za-z][A-Za-z ]*?)\s*(?:Errors?|Counter)?\s*:\s*([0-9]+|N/A)", re.IGNORECASE)
+_Q_GPU_RE = re.compile(r"^GPU\s+([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\s*$")
+_Q_ITEM_RE = re.compile(r"^(\s*)([^:]+?)\s*:\s*(.*?)\s*$")
+_Q_SECTION_RE = re.compile(r"^(\s*)(\S.*?)\s*$")
+_MISSING = ("", "n/a", "[n/a]", "not supported", "[not supported]", "requested functionality has been deprecated")
+
+
+def _value(text):
+    """A ``-q`` value: N/A, not supported and 'deprecated' (r570+) -> None."""
+    cleaned = (text or "").strip()
+    return None if cleaned.lower() in _MISSING else cleaned
+
+
+def parse_nvlink_status(text):
+    """``nvidia-smi nvlink -s`` -> ``{uuid: {"index", "name", "links": {n: GB/s or None when inactive}}}``.
+
+    A GPU listed without links has no NVLink (a PCIe board); ``<inactive>`` is a link that is down.
+    """
+    gpus, current = {}, None
+    for line in (text or "").splitlines():
+        header = _GPU_HEADER_RE.match(line.strip())
+        if header:
+            current = {"index": int(header.group(1)), "name": header.group(2), "links": {}}
+            gpus[header.group(3)] = current
+            continue
+        link = _LINK_RE.match(line)
+        if link and current is not None:
+            speed = _SPEED_RE.match(link.group(2))
+            current["links"][int(link.group(1))] = float(speed.group(1)) if speed else None
+    return gpus
+
+
+def _counter_key(label):
+    return re.sub(r"[^a-z0-9]+", "_", label.strip().lower()).strip("_")
+
+
+def parse_nvlink_errors(text):
+    """``nvidia-smi nvlink -e`` -> ``{uuid: {link: {counter: value}}}``.
+
+    Drivers print one counter per line (``Link 0: Replay Errors: 0``) or several on one line; both are read.
+    ``N/A`` counters (Blackwell reports some as not supported) are left out.
+    """
+    gpus, current = {}, None
+    for line in (text or "").splitlines():
+        header = _GPU_HEADER_RE.match(line.strip())
+        if header:
+            current = gpus.setdefault(header.group(3), {})
+            continue
+        link = _LINK_RE.match(line)
+        if not link or current is None:
+            continue
+        counters = current.setdefault(int(link.group(1)), {})
+        for label, value in _COUNTER_RE.findall(link.group(2)):
+            if value.upper() != "N/A":
+                counters[_counter_key(label)] = int(value)
+    return gpus
+
+
+def parse_query(text):
+    """``nvidia-smi -q`` -> ``{bus id (upper case): {section path: value}}`` for the items the checks read.
+
+    Keys are ``Section/Item`` paths (``Fabric/State``, ``GPU Reset Status/Reset Required``, ``GPU Recovery Action``),
+    nested by indentation exactly as nvidia-smi prints them.
+    """
+    gpus, current, stack = {}, None, []
+    for line in (text or "").splitlines():
+        if not line.strip():
+            continue
+        gpu = _Q_GPU_RE.match(line.strip()) if not line.startswith(" ") else None
+        if gpu:
+            current, stack = {}, []
+            gpus[gpu.group(1).upper()] = current
+            continue
+        if current is None:
+            continue
+        item = _Q_ITEM_RE.match(line)
+        section = _Q_SECTION_RE.match(line)
+        indent = len((item or section).group(1))
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        if item:
+            path = "/".join([name for _level, name in stack] + [item.group(2)])
+            current[path] = _value(item.group(3))
+        else:
+            stack.append((indent, section.group(2)))
+    return gpus
+
+
+def query_summary(items):
+    """One GPU's ``-q`` items -> the facts the checks read (None where the board does not report it)."""
+    return {
+        "fabric_state": items.get("Fabric/State"),
+        "fabric_status": items.get("Fabric/Status"),
+        "fabric_health_summary": items.get("Fabric/Health/Summary"),
+        "reset_required": _yes(items.get("GPU Reset Status/Reset Required")),
+        "drain_and_reset_recommended": _yes(items.get("GPU Reset Status/Drain and Reset Recommended")),
+        "recovery_action": items.get("GPU Recovery Action"),
+        "serial": items.get("Serial Number"),
+    }
+
+
+def _yes(value):
+    if value is None:
+        return None
+    return value.strip().lower() in ("yes", "true", "1")
+
+
+def normal_bus_id(bus_id):
+    """``00000000:18:00.0`` (query-gpu) and ``00000000:18:00.0`` (-q) compare equal; case and domain width vary."""
+    if not bus_id:
+        return None
+    domain, _sep, rest = bus_id.strip().upper().rpartition(":")
+    head, _colon, bus = domain.rpartition(":")
+    return "%08X:%s:%s" % (int(head or "0", 16), bus, rest) if bus else bus_id.strip().upper()
+
+
+_RESULTS = ("pass", "fail", "warn", "skip")
+
+
+def parse_dcgm_diag(text):
+    """``dcgmi diag -r 1`` table -> ``[{"section", "test", "result", "detail"}]``: result Pass/Fail/Warn/Skip; the
+    rows after a test with an empty first cell (or ``Warning``) are its detail, joined."""
+    tests, section = [], None
+    for line in (text or "").splitlines():
+        line = line.strip()
+        if line.startswith("|-----") or line.startswith("+-----"):
+            section = line.strip("|+- ").split(" ")[0] or section
+            continue
+        if not line.startswith("|") or line.count("|") < 3:
+            continue
+        first, second = [cell.strip() for cell in line.strip("|").split("|", 1)]
+        if section in (None, "Metadata") or first == "Diagnostic":
+            continue
+        word = second.split(" ", 1)[0].lower()
+        if first and first.lower() not in ("warning", "info") and word in _RESULTS:
+            tests.append({"section": section, "test": first, "result": second.split(" ", 1)[0], "detail": ""})
+        elif tests and second:
+            tests[-1]["detail"] = (tests[-1]["detail"] + " " + second).strip()
+    return tests
+
+
+def probe_command(name):
+    return "nvidia-smi " + " ".join(PROBE_ARGS[name])
+
+
+# ---- I/O below: runs the probes -----------------------------------------------------------------------
+
+
+def _one(run, smi, name, timeout):
+    started = time.monotonic()
+    if timeout <= 0:
+        return {"state": "timeout", "seconds": 0.0, "command": probe_command(name),
+                "message": "%s not run: the GPU probe budget was spent before it could start" % probe_command(name)}
+    rc, out, err = run([smi] + list(PROBE_ARGS[name]), timeout)
+    seconds = round(time.monotonic() - started, 3)
+    entry = {"state": "ok", "seconds": seconds, "command": probe_command(name), "message": ""}
+    if rc is None:
+        entry.update(state="timeout", message="%s did not answer within %.1fs and was killed" % (probe_command(name), timeout))
+        return entry
+    if rc != 0:
+        first = next((line.strip() for line in (err or out or "").splitlines() if line.strip()), "")
+        entry.update(state="error", message="%s exited %s%s" % (probe_command(name), rc, ": " + first if first else ""))
+        return entry
+    if name == "nvlink_status":
+        entry["gpus"] = parse_nvlink_status(out)
+    elif name == "nvlink_errors":
+        entry["gpus"] = parse_nvlink_errors(out)
+    else:
+        entry["gpus"] = dict((bus, query_summary(items)) for bus, items in parse_query(out).items())
+    return entry
+
+
+def run_dcgm_diag(run, dcgmi, busy, timeout):
+    """``dcgmi diag -r 1`` (seconds; DCGM's quick readiness level) -- never on a node running work: ``busy`` is why
+    not (a list of processes, or that they could not be listed)."""
+    command = "dcgmi diag -r 1"
+    if dcgmi is None:
+        return {"state": "absent", "seconds": 0.0, "command": command, "message": "dcgmi not installed", "tests": None}
+    if busy:
+        return {"state": "not_run", "seconds": 0.0, "command": command, "tests": None,
+                "message": "%s not run: %s (a diagnostic never runs beside work)" % (command, busy)}
+    started = time.monotonic()
+    rc, out, err = run([dcgmi, "diag", "-r", "1"], timeout)
+    entry = {"state": "ok", "seconds": round(time.monotonic() - started, 3), "command": command, "message": "",
+             "tests": None}
+    if rc is None:
+        entry.update(state="timeout", message="%s did not answer within %.1fs and was killed" % (command, timeout))
+    elif not parse_dcgm_diag(out):
+        first = next((line.strip() for line in (err or out or "").splitlines() if line.strip()), "no output")
+        entry.update(state="error", message="%s exited %s: %s (is nv-hostengine running?)" % (command, rc, first))
+    else:
+        entry["tests"] = parse_dcgm_diag(out)
+    return entry
+
+
+def run_probes(run, smi, names, timeout, budget):
+    """``{probe: {state, seconds, command, message, gpus}}`` for each probe asked for, side by side.
+
+    Each probe waits at most ``timeout`` seconds and never past ``budget`` seconds from now: the caller (a Slurm
+    HealthCheckProgram is killed at 60 s) gets an answer in time whatever the driver does.
+    """
+    names = [name for name, _args in PROBES if name in (names or ())]
+    if not names:
+        return {}
+    each = min(float(timeout), float(budget))
+    with ThreadPoolExecutor(max_workers=len(names)) as pool:
+        futures = [(name, pool.submit(_one, run, smi, name, each)) for name in names]
+        return dict((name, future.result()) for name, future in futures)

@@ -1,0 +1,349 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Controller side: the gpu profile's node-health checks (issue 30) -- PCIe link, temperature, clock events,
+persistence and MIG mode from the one ``--query-gpu`` call; NVLink, NVSwitch fabric and the driver's recovery
+action from the opt-in probes; and the Xid catalogue the fatal_xid check classes codes by.
+
+Same contract as ``_gpu_build_checks``: ``check_<name>(facts, policy)`` is pure and returns ``result``,
+``unknown``, ``skipped`` or ``None``. Every message names the GPU as an RMA ticket needs it: index, bus id, name,
+serial and UUID.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness._checks import result, skipped, unknown
+from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness._checks import option as _option
+
+# NVIDIA's Xid catalogue (docs.nvidia.com/deploy/xid-errors/, "Xid Catalog": each code's resolution bucket --
+# RESTART_APP, RESET_GPU, RESTART_BM (reboot the node), CONTACT_SUPPORT; verify against the driver branch you run).
+# code -> (class, what it is). Codes not listed are unclassified: they fail only when named in fatal_xids.
+XID_CATALOGUE = {
+    13: ("restart_app", "graphics engine exception (usually the application's own fault)"),
+    31: ("restart_app", "GPU memory page fault (usually the application's own fault)"),
+    43: ("restart_app", "GPU stopped processing (the application hit an error)"),
+    45: ("restart_app", "preemptive cleanup after an earlier error"),
+    48: ("reset_gpu", "double-bit ECC error"),
+    56: ("contact_support", "display engine error"),
+    57: ("contact_support", "error programming the video memory interface"),
+    58: ("contact_support", "unstable video memory interface"),
+    62: ("reset_gpu", "internal micro-controller halt"),
+    63: ("reset_gpu", "ECC page retirement or row remapping recorded (reset to apply)"),
+    64: ("reset_gpu", "ECC page retirement or row remapper failure"),
+    65: ("reset_gpu", "video processor exception"),
+    68: ("reset_gpu", "NVDEC0 exception"),
+    69: ("reset_gpu", "graphics engine class error"),
+    73: ("reset_gpu", "NVENC2 error"),
+    74: ("reset_gpu", "NVLink error (check the link and its cabling if it recurs)"),
+    79: ("reboot", "GPU has fallen off the bus"),
+    80: ("contact_support", "corrupted data sent to the GPU"),
+    81: ("contact_support", "VGA subsystem error"),
+    92: ("reset_gpu", "high single-bit ECC error rate"),
+    94: ("restart_app", "contained ECC error (only the application that touched it is affected)"),
+    95: ("reset_gpu", "uncontained ECC error"),
+    119: ("reset_gpu", "GSP RPC timeout"),
+    120: ("reset_gpu", "GSP error"),
+    140: ("reset_gpu", "unrecovered ECC error"),
+    149: ("reset_gpu", "NVLink fatal link error"),
+}
+XID_ACTION_WORDS = {
+    "reset_gpu": "reset the GPU (`nvidia-smi -r -i N`, the GPU drained) or reboot",
+    "reboot": "reboot the node; if it recurs, reseat the GPU or open an RMA",
+    "contact_support": "hardware fault: drain the node and open an RMA with the GPU's serial",
+    "restart_app": "the application's own error: restart it",
+}
+
+# What ``GPU Recovery Action`` (driver 570 and later) asks for; None is the healthy answer.
+RECOVERY_ACTIONS_OK = ("none",)
+FABRIC_STATE_HINTS = {
+    "not started": "Fabric Manager has not started: start nvidia-fabricmanager (and nvlsm on B200 and later, "
+                   "`nvidia-fabricmanager-start.sh`)",
+    "in progress": "the GPU is still registering with the NVLink fabric: Fabric Manager (or NVLSM on B200 and later) "
+                   "is not running or is stuck; check `systemctl status nvidia-fabricmanager` and its log",
+}
+
+
+def describe_gpu(dev):
+    """``GPU 3 (00000000:9A:00.0, NVIDIA B200, serial 1654123038646, GPU-...)``: what an RMA ticket needs."""
+    parts = [part for part in (dev.get("pci_bus_id"), dev.get("name")) if part]
+    if dev.get("serial") and dev["serial"] not in ("0",):
+        parts.append("serial %s" % dev["serial"])
+    if dev.get("uuid"):
+        parts.append(dev["uuid"])
+    return "GPU %s (%s)" % (dev.get("index"), ", ".join(parts))
+
+
+def _listed(devices, words, limit=3):
+    """The first ``limit`` GPUs with what is wrong with each, then how many more."""
+    shown = "; ".join("%s %s" % (describe_gpu(dev), text) for dev, text in list(zip(devices, words))[:limit])
+    return shown + ("; and %d more" % (len(devices) - limit) if len(devices) > limit else "")
+
+
+def _usable(facts, name, expected):
+    gpus = facts.get("gpus")
+    if not gpus or "state" not in gpus:
+        return None, unknown(name, expected, "gpus facts were not gathered", "gpu")
+    if gpus["state"] != "ok":
+        return None, unknown(name, expected, "nvidia-smi state is %s: %s" % (gpus["state"], gpus.get("message")), "gpu")
+    if not gpus.get("devices"):
+        return None, unknown(name, expected, "nvidia-smi listed no GPUs", "gpu")
+    return gpus, None
+
+
+def _probe(gpus, probe, name, expected, timeout_fails):
+    """``None`` when the probe answered, else the check's result: a timeout is named and, unless
+    gpu_probe_timeout_fails, not counted against the node (reported with status skipped)."""
+    entry = (gpus.get("probes") or {}).get(probe)
+    if entry is None:
+        return unknown(name, expected, "the %s probe was not run (node_facts without gpu_probes?)" % probe, "gpu")
+    if entry.get("state") == "ok":
+        return None
+    if entry.get("state") == "timeout" and not timeout_fails:
+        out = skipped(name, "", "gpu")
+        out["message"] = "unknown, not counted against the node: %s (set preflight_gpu_probe_timeout_fails to " \
+                         "fail on it)" % entry.get("message")
+        out["expected"] = expected
+        return out
+    return unknown(name, expected, entry.get("message") or "probe %s failed" % probe, "gpu")
+
+
+def check_pcie_link(facts, policy):
+    name = "pcie_link"
+    min_gen, min_width = _option(policy, "min_pcie_gen"), _option(policy, "min_pcie_width")
+    expected = "busy GPUs at their max link" + "".join(
+        ", max %s" % text for text in ("gen >= %s" % min_gen if min_gen else "", "width >= x%s" % min_width if min_width else "") if text)
+    gpus, why = _usable(facts, name, expected)
+    if why:
+        return why
+    devices = gpus["devices"]
+    if all(dev.get("pcie_gen_max") is None and dev.get("pcie_width_max") is None for dev in devices):
+        return skipped(name, "the driver reports no PCIe link (pcie.link.* not supported)", "gpu")
+    bad, words = [], []
+    for dev in devices:
+        problems = []
+        if min_gen and dev.get("pcie_gen_max") is not None and dev["pcie_gen_max"] < min_gen:
+            problems.append("can reach only PCIe gen %s, gen %s expected (slot, riser or BIOS setting)" % (dev["pcie_gen_max"], min_gen))
+        if min_width and dev.get("pcie_width_max") is not None and dev["pcie_width_max"] < min_width:
+            problems.append("can reach only x%s, x%s expected (seated in a narrower slot?)" % (dev["pcie_width_max"], min_width))
+        # Links train down at idle to save power (gen 1 at P8): only a busy GPU is judged on its current link.
+        busy = (dev.get("utilization_gpu") or 0) > 0 and "gpu_idle" not in (dev.get("clock_event_reasons") or [])
+        if busy:
+            for what, cur, top, unit in (("gen", "pcie_gen_current", "pcie_gen_max", "gen "), ("width", "pcie_width_current", "pcie_width_max", "x")):
+                if dev.get(cur) is not None and dev.get(top) is not None and dev[cur] < dev[top]:
+                    problems.append("runs at %s%s under load, below its max %s%s (link degraded: reseat, check the riser/"
+                                    "cable, `lspci -vv` LnkSta)" % (unit, dev[cur], unit, dev[top]))
+        if problems:
+            bad.append(dev)
+            words.append(" and ".join(problems))
+    observed = dict((str(dev.get("index")), "gen %s/%s x%s/%s" % (dev.get("pcie_gen_current"), dev.get("pcie_gen_max"),
+                                                                    dev.get("pcie_width_current"), dev.get("pcie_width_max")))
+                    for dev in devices)
+    return result(name, not bad, observed, expected, _listed(bad, words) if bad else "", "gpu")
+
+
+def check_gpu_temperature(facts, policy):
+    name = "gpu_temperature"
+    limit = _option(policy, "max_gpu_temperature")
+    if limit is None:
+        return None
+    expected = "<= %d C" % limit
+    gpus, why = _usable(facts, name, expected)
+    if why:
+        return why
+    read = [dev for dev in gpus["devices"] if dev.get("temperature") is not None]
+    if not read:
+        return skipped(name, "no GPU reports temperature.gpu", "gpu")
+    hot = [dev for dev in read if dev["temperature"] > limit]
+    observed = max(dev["temperature"] for dev in read)
+    words = ["is at %d C: check the fans, airflow and inlet temperature, then `nvidia-smi -q -d TEMPERATURE`" % dev["temperature"]
+             for dev in hot]
+    return result(name, not hot, observed, expected, _listed(hot, words) if hot else "", "gpu")
+
+
+def check_clock_events(facts, policy):
+    name = "clock_events"
+    bad_reasons = set(_option(policy, "bad_clock_event_reasons") or ())
+    if not bad_reasons:
+        return None
+    expected = "none of %s" % ", ".join(sorted(bad_reasons))
+    gpus, why = _usable(facts, name, expected)
+    if why:
+        return why
+    read = [dev for dev in gpus["devices"] if dev.get("clock_event_reasons") is not None]
+    if not read:
+        return skipped(name, "no GPU reports clock-event reasons", "gpu")
+    bad = [dev for dev in read if bad_reasons & set(dev["clock_event_reasons"])]
+    words = ["is slowed by %s: check cooling (thermal) and the power supply/brake signal (HW slowdown, power brake); "
+             "`nvidia-smi -q -d PERFORMANCE`" % ", ".join(sorted(bad_reasons & set(dev["clock_event_reasons"]))) for dev in bad]
+    observed = dict((str(dev.get("index")), dev["clock_event_reasons"]) for dev in read if dev["clock_event_reasons"])
+    return result(name, not bad, observed, expected, _listed(bad, words) if bad else "", "gpu")
+
+
+def check_persistence_mode(facts, policy):
+    name = "persistence_mode"
+    if not _option(policy, "require_persistence_mode"):
+        return None
+    expected = "persistence mode on"
+    gpus, why = _usable(facts, name, expected)
+    if why:
+        return why
+    off = [dev for dev in gpus["devices"] if dev.get("persistence_mode") is False]
+    if not off and all(dev.get("persistence_mode") is None for dev in gpus["devices"]):
+        return skipped(name, "no GPU reports persistence_mode", "gpu")
+    words = ["has persistence mode off: start nvidia-persistenced (or `nvidia-smi -pm 1`)"] * len(off)
+    return result(name, not off, [dev.get("index") for dev in off], expected, _listed(off, words) if off else "", "gpu")
+
+
+def check_mig_mode(facts, policy):
+    name = "mig_mode"
+    wanted = _option(policy, "mig_mode")
+    if wanted in (None, "any"):
+        return None
+    expected = "MIG %s" % wanted
+    gpus, why = _usable(facts, name, expected)
+    if why:
+        return why
+    capable = [dev for dev in gpus["devices"] if dev.get("mig_mode") is not None]
+    if not capable:
+        return skipped(name, "no GPU here supports MIG (mig.mode.current is N/A)", "gpu")
+    wrong = [dev for dev in capable if dev["mig_mode"] != wanted]
+    words = ["has MIG %s: `nvidia-smi -i %s -mig %d` (then reset the GPU), or set preflight_mig_mode"
+             % (dev["mig_mode"], dev.get("index"), 1 if wanted == "enabled" else 0) for dev in wrong]
+    return result(name, not wrong, dict((str(d.get("index")), d["mig_mode"]) for d in capable), expected,
+                  _listed(wrong, words) if wrong else "", "gpu")
+
+
+def check_nvlink(facts, policy):
+    name = "nvlink"
+    if not _option(policy, "check_nvlink"):
+        return None
+    limit = _option(policy, "max_nvlink_errors")
+    timeout_fails = _option(policy, "gpu_probe_timeout_fails")
+    expected = "every NVLink link up, <= %d errors per link" % limit
+    gpus, why = _usable(facts, name, expected)
+    if why:
+        return why
+    for probe in ("nvlink_status", "nvlink_errors"):
+        answer = _probe(gpus, probe, name, expected, timeout_fails)
+        if answer:
+            return answer
+    devices = gpus["devices"]
+    if all(not dev.get("nvlink") for dev in devices):
+        return skipped(name, "no NVLink on these GPUs (%s: a PCIe board): not applicable" % devices[0].get("name"), "gpu")
+    most = max(len(dev.get("nvlink") or {}) for dev in devices)
+    bad, words = [], []
+    for dev in devices:
+        links = dev.get("nvlink") or {}
+        down = sorted(link for link, speed in links.items() if speed is None)
+        missing = most - len(links)
+        counted = dict((link, sum(counters.values())) for link, counters in (dev.get("nvlink_errors") or {}).items())
+        noisy = sorted(link for link, total in counted.items() if total > limit)
+        problems = []
+        if down or missing:
+            problems.append("has NVLink %s down" % (", ".join("link %s" % link for link in down) if down else "%d links" % missing))
+        if noisy:
+            problems.append("counts errors on %s" % ", ".join("link %s (%d)" % (link, counted[link]) for link in noisy))
+        if problems:
+            bad.append(dev)
+            words.append(" and ".join(problems) + ": reset the GPU; if it persists check the NVLink bridge/baseboard "
+                                                  "(`nvidia-smi nvlink -s -i %s`, `nvidia-smi nvlink -e -i %s`)" % (dev.get("index"), dev.get("index")))
+    observed = dict((str(dev.get("index")), "%d/%d up" % (sum(1 for s in (dev.get("nvlink") or {}).values() if s is not None), most))
+                    for dev in devices)
+    return result(name, not bad, observed, expected, _listed(bad, words) if bad else "", "gpu")
+
+
+def check_fabric(facts, policy):
+    name = "fabric"
+    if not _option(policy, "check_fabric"):
+        return None
+    timeout_fails = _option(policy, "gpu_probe_timeout_fails")
+    expected = "fabric state Completed, status Success"
+    gpus, why = _usable(facts, name, expected)
+    if why:
+        return why
+    answer = _probe(gpus, "query", name, expected, timeout_fails)
+    if answer:
+        return answer
+    devices = gpus["devices"]
+    states = [(dev, (dev.get("query") or {})) for dev in devices]
+    if all(summary.get("fabric_state") is None for _dev, summary in states):
+        return skipped(name, "no NVSwitch fabric (Fabric State N/A on %s: a PCIe or NVLink-bridge board): not applicable"
+                       % devices[0].get("name"), "gpu")
+    bad, words = [], []
+    for dev, summary in states:
+        state, status = summary.get("fabric_state"), summary.get("fabric_status")
+        if state is None:
+            bad.append(dev)
+            words.append("reports no fabric state while its peers do (`nvidia-smi -q -i %s | grep -A6 Fabric`)" % dev.get("index"))
+        elif state.lower() != "completed":
+            bad.append(dev)
+            words.append("has fabric state %s: %s" % (state, FABRIC_STATE_HINTS.get(state.lower(), "check Fabric Manager")))
+        elif (status or "").lower() != "success":
+            bad.append(dev)
+            words.append("completed fabric registration with status %s: restart Fabric Manager, then reset the GPUs" % status)
+        elif (summary.get("fabric_health_summary") or "healthy").lower() not in ("healthy", "not supported"):
+            bad.append(dev)
+            words.append("has fabric health %s: check NVSwitch/NVLink health in the Fabric Manager log" % summary["fabric_health_summary"])
+    observed = sorted(set("%s/%s" % (summary.get("fabric_state"), summary.get("fabric_status")) for _dev, summary in states))
+    return result(name, not bad, observed, expected, _listed(bad, words) if bad else "", "gpu")
+
+
+def check_gpu_recovery(facts, policy):
+    name = "gpu_recovery"
+    if not _option(policy, "check_gpu_recovery"):
+        return None
+    timeout_fails = _option(policy, "gpu_probe_timeout_fails")
+    expected = "no reset required, recovery action None"
+    gpus, why = _usable(facts, name, expected)
+    if why:
+        return why
+    answer = _probe(gpus, "query", name, expected, timeout_fails)
+    if answer:
+        return answer
+    bad, words, reported = [], [], 0
+    for dev in gpus["devices"]:
+        summary = dev.get("query") or {}
+        action = summary.get("recovery_action")
+        flags = [text for key, text in (("reset_required", "reset required"),
+                                        ("drain_and_reset_recommended", "drain and reset recommended")) if summary.get(key)]
+        if action is not None or summary.get("reset_required") is not None:
+            reported += 1
+        if action is not None and action.lower() not in RECOVERY_ACTIONS_OK:
+            flags.append("recovery action %s" % action)
+        if flags:
+            bad.append(dev)
+            words.append("says %s: drain it, then `nvidia-smi -r -i %s` (a reboot when the action is Reboot)"
+                         % (", ".join(flags), dev.get("index")))
+    if not reported:
+        return skipped(name, "the driver reports neither GPU Reset Status nor GPU Recovery Action", "gpu")
+    return result(name, not bad, [dev.get("index") for dev in bad], expected, _listed(bad, words) if bad else "", "gpu")
+
+
+def check_dcgm_diag(facts, policy):
+    name = "dcgm_diag"
+    if not _option(policy, "check_dcgm_diag"):
+        return None
+    timeout_fails = _option(policy, "gpu_probe_timeout_fails")
+    expected = "dcgmi diag -r 1: no test failed"
+    gpus, why = _usable(facts, name, expected)
+    if why:
+        return why
+    entry = (gpus.get("probes") or {}).get("dcgm_diag")
+    if entry is not None and entry.get("state") in ("absent", "not_run"):
+        return skipped(name, "%s: not applicable" % entry["message"] if entry["state"] == "absent" else entry["message"], "gpu")
+    answer = _probe(gpus, "dcgm_diag", name, expected, timeout_fails)
+    if answer:
+        return answer
+    tests = entry.get("tests") or []
+    failed = [test for test in tests if test.get("result", "").lower() == "fail"]
+    message = "; ".join("%s failed%s" % (test["test"], ": " + test["detail"] if test.get("detail") else "") for test in failed[:3])
+    if failed:
+        message += " (`dcgmi diag -r 1` for the full table; `-r 2` takes about 2 minutes)"
+    return result(name, not failed, dict((t["test"], t["result"]) for t in tests), expected, message, "gpu")
+
+
+def classify_xid(code):
+    """An Xid code -> (class, description) from the catalogue, ``(None, None)`` when unclassified."""
+    return XID_CATALOGUE.get(code, (None, None))
