@@ -5,8 +5,8 @@
 
 The text format node_exporter's textfile collector reads: ``# HELP`` and ``# TYPE`` once per metric, samples
 WITHOUT timestamps (a sample with one makes node_exporter skip the whole file), label values escaped
-(backslash, double quote, newline). The file is written to ``<name>.prom.tmp.<pid>`` and renamed in the same
-directory, so a scrape never reads half a file.
+(backslash, double quote, newline). The file is written to an unpredictable temp name (``mkstemp``) and renamed
+in the same directory, so a scrape never reads half a file and nobody can plant a FIFO or symlink in its way.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -16,6 +16,7 @@ __metaclass__ = type
 import math
 import os
 import re
+import tempfile
 
 DEFAULT_FILE = "gpufleet_preflight.prom"
 STATUSES = ("ok", "failed", "unknown", "skipped")
@@ -121,18 +122,28 @@ def validate_file_name(name):
 
 
 def write_atomic(directory, text, name=DEFAULT_FILE):
-    """Write text as directory/name via a temp file in the same directory and a rename (0644). Returns the path."""
+    """Write text as directory/name via a temp file in the same directory and a rename (0644). Returns the path.
+
+    Whoever can write the textfile directory (node_exporter's own user on Debian) must not be able to hang or
+    redirect this write: the temp name is unpredictable and created with O_EXCL|O_NOFOLLOW (``mkstemp``), so a
+    FIFO or symlink planted anywhere is never opened; the rename replaces a FIFO or symlink at the target itself
+    (the directory entry, never what it points to). A directory at the target fails with a ValueError naming it.
+    """
     validate_file_name(name)
     if not os.path.isdir(directory):
         raise ValueError("metrics directory %s does not exist or is not a directory (node_exporter's "
                          "--collector.textfile.directory)" % directory)
     path = os.path.join(directory, name)
-    tmp = os.path.join(directory, ".%s.tmp.%d" % (name, os.getpid()))
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    if os.path.isdir(path) and not os.path.islink(path):
+        raise ValueError("metrics file %s is a directory: remove it (node_exporter reads a plain file there)" % path)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".%s." % name, suffix=".tmp", dir=directory)
+    except OSError as exc:
+        raise ValueError("metrics directory %s: cannot create a file in it: %s" % (directory, exc.strerror or exc))
     try:
         with os.fdopen(fd, "w") as handle:
             handle.write(text)
-        os.chmod(tmp, 0o644)
+            os.fchmod(handle.fileno(), 0o644)
         os.rename(tmp, path)
     except BaseException:
         try:

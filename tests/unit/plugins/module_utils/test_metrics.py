@@ -9,6 +9,7 @@ __metaclass__ = type
 
 import os
 import re
+import signal
 
 import pytest
 
@@ -59,3 +60,49 @@ def test_write_atomic(tmp_path):
         _metrics.write_atomic(str(tmp_path / "nope"), "x")
     with pytest.raises(ValueError, match="ending in .prom"):
         _metrics.write_atomic(str(tmp_path), "x", "a.txt")
+
+
+@pytest.fixture
+def no_hang():
+    """A write that would block on a FIFO fails the test after 5 s instead of hanging the run."""
+    def alarm(_signum, _frame):
+        raise AssertionError("write_atomic blocked (a FIFO was opened)")
+    old = signal.signal(signal.SIGALRM, alarm)
+    signal.alarm(5)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, old)
+
+
+def test_write_atomic_planted_fifo_and_symlink_at_the_old_temp_name(tmp_path, no_hang):
+    """Issue 28.5: the old temp name was predictable (.<name>.tmp.<pid>) and opened without O_EXCL."""
+    outside = tmp_path / "outside"
+    outside.write_text("precious\n")
+    textdir = tmp_path / "textfile"
+    textdir.mkdir()
+    os.mkfifo(str(textdir / (".gpufleet_preflight.prom.tmp.%d" % os.getpid())))
+    os.symlink(str(outside), str(textdir / (".other.prom.tmp.%d" % os.getpid())))
+    path = _metrics.write_atomic(str(textdir), "x 1\n")
+    assert open(path).read() == "x 1\n"
+    _metrics.write_atomic(str(textdir), "y 1\n", "other.prom")
+    assert outside.read_text() == "precious\n"
+    assert sorted(os.listdir(str(textdir))) == sorted([".gpufleet_preflight.prom.tmp.%d" % os.getpid(),
+                                                       ".other.prom.tmp.%d" % os.getpid(), "gpufleet_preflight.prom",
+                                                       "other.prom"])
+
+
+def test_write_atomic_planted_fifo_symlink_directory_at_the_target(tmp_path, no_hang):
+    outside = tmp_path / "outside"
+    outside.write_text("precious\n")
+    textdir = tmp_path / "textfile"
+    textdir.mkdir()
+    os.mkfifo(str(textdir / "a.prom"))
+    os.symlink(str(outside), str(textdir / "b.prom"))
+    (textdir / "c.prom").mkdir()
+    for name in ("a.prom", "b.prom"):
+        path = _metrics.write_atomic(str(textdir), "x 1\n", name)
+        assert os.path.isfile(path) and not os.path.islink(path) and open(path).read() == "x 1\n"
+    assert outside.read_text() == "precious\n"
+    with pytest.raises(ValueError, match="c.prom is a directory: remove it"):
+        _metrics.write_atomic(str(textdir), "x 1\n", "c.prom")
+    assert sorted(os.listdir(str(textdir))) == ["a.prom", "b.prom", "c.prom"]  # no temp file left behind
