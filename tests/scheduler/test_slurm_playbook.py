@@ -105,12 +105,12 @@ def test_drain_resume_and_other_peoples_drains(slurm_idle, tmp_path, node_export
     stats = custom_stats(result.stdout)
     assert stats["not_ready"] == ["node2"] and stats["gate"]["decision"] == "continue"
     assert stats["nodes"]["node2"]["failed_checks"] == ["build_processes"]
-    os.rename(os.path.join(textdir, "node2", "gpufleet_preflight.prom"), os.path.join(textdir, "gpufleet_preflight.prom"))
+    os.rename(os.path.join(textdir, "node2", "gpufleet_preflight_playbook.prom"), os.path.join(textdir, "gpufleet_preflight_playbook.prom"))
     samples = scrape(url)
     assert samples["node_textfile_scrape_error"] == 0
     assert samples['gpufleet_preflight_ready{source="playbook"}'] == 0
     assert samples['gpufleet_preflight_build_processes{source="playbook"}'] == 1
-    assert samples['gpufleet_preflight_check_status{check="build_processes",profile="common",source="playbook",status="failed"}'] == 1
+    assert samples['gpufleet_preflight_check_status{check="build_processes",profile="always",source="playbook",status="failed"}'] == 1
     assert samples['gpufleet_preflight_effective_available_memory_bytes{source="playbook"}'] > 0
 
     # node2 ready again: resumed; the person's drain that starts with our prefix is still not resumed
@@ -119,7 +119,7 @@ def test_drain_resume_and_other_peoples_drains(slurm_idle, tmp_path, node_export
     assert result.rc == 0, result.stdout[-4000:]
     slurm.wait_states({"node2": "idle"}, 10)
     assert slurm.node_info("node1") == before["node1"] and slurm.node_info("node3") == before["node3"]
-    os.rename(os.path.join(textdir, "node2", "gpufleet_preflight.prom"), os.path.join(textdir, "gpufleet_preflight.prom"))
+    os.rename(os.path.join(textdir, "node2", "gpufleet_preflight_playbook.prom"), os.path.join(textdir, "gpufleet_preflight_playbook.prom"))
     assert scrape(url)['gpufleet_preflight_ready{source="playbook"}'] == 1
     assert not os.listdir(STATE_DIR(cluster))
 

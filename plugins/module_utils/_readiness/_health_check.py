@@ -94,7 +94,7 @@ def load_config(path):
     slurm.update(data.get("slurm") or {})
     _slurm.validate_prefix(slurm["reason_prefix"])
     return dict(policy=policy, slurm=slurm, metrics_dir=data.get("metrics_dir"),
-                metrics_file=data.get("metrics_file") or _metrics.DEFAULT_FILE)
+                metrics_file=data.get("metrics_file") or _metrics.default_file("health_check"))
 
 
 def node_options(policy):

@@ -234,7 +234,7 @@ OPTIONS = (
     dict(name="metrics_dir", check=dict(form="path", by="plugins/modules/textfile_metrics.py"),
          type="path", default=None, roles=("main", "publish"), action=False, description=[
         "node_exporter's textfile directory on the nodes (C(--collector.textfile.directory)): each reachable node "
-        "gets C(gpufleet_preflight.prom) there (M(gpufleet.preflight.textfile_metrics)). Unset: no metrics.",
+        "gets C(gpufleet_preflight_playbook.prom) there (M(gpufleet.preflight.textfile_metrics)). Unset: no metrics.",
     ]),
 )
 

@@ -56,7 +56,7 @@ def test_main_on_this_host_writes_metrics(tmp_path):
     out = io.StringIO()
     assert hc.main(["--config", str(config), "--mode", "check"], {"PATH": "/usr/bin:/bin"}, out) == 0
     assert out.getvalue().startswith("ready: ")
-    assert 'gpufleet_preflight_ready{source="health_check"} 1' in (tmp_path / "gpufleet_preflight.prom").read_text()
+    assert 'gpufleet_preflight_ready{source="health_check"} 1' in (tmp_path / "gpufleet_preflight_health_check.prom").read_text()
 
 
 def test_missing_config_is_unknown():
