@@ -52,7 +52,8 @@ def test_exit_codes_and_first_line():
 def test_main_on_this_host_writes_metrics(tmp_path):
     config = tmp_path / "c.json"
     config.write_text(json.dumps({"policy": {"profiles": [], "min_available_memory": "1MiB", "max_build_processes": 100000,
-                                             "max_memory_pressure": 100}, "metrics_dir": str(tmp_path)}))
+                                             "max_memory_pressure": 100}, "metrics_dir": str(tmp_path),
+                                  "slurm": {"state_dir": str(tmp_path / "state")}}))
     out = io.StringIO()
     assert hc.main(["--config", str(config), "--mode", "check"], {"PATH": "/usr/bin:/bin"}, out) == 0
     assert out.getvalue().startswith("ready: ")
