@@ -10,8 +10,9 @@
 - **One run at a time**: a lock file per node, ``flock`` non-blocking; a live prior run is reported, not doubled.
 - **No orphan**: children run in the check's own process group (the group slurmd kills; the check makes itself a
   session leader when started as nobody's group leader, from cron or by hand), each asks the kernel to SIGKILL it
-  when the check dies (``PR_SET_PDEATHSIG``: a kill of the check alone), and the check's own deadline or a
-  SIGTERM kills every child it started before it exits. A hung ``nvidia-smi`` never outlives the run.
+  when the check dies (``PR_SET_PDEATHSIG``: a kill of the check's pid alone takes its direct children), and a
+  command's timeout, the check's own deadline or a SIGTERM kills every child with everything below it (by parent
+  pid, from /proc). A hung ``nvidia-smi`` never outlives the run.
 
 Pure parts (:func:`check_fit`, :class:`Deadline`) are unit-tested; the rest touches processes and files.
 """
@@ -128,13 +129,45 @@ def become_group_leader():
         return False
 
 
-def kill_children():
-    """SIGKILL every child the check started that may still run: never blocks (signal handlers call it)."""
-    for proc in list(_CHILDREN):
+def descendants(pid, proc_root="/proc"):
+    """``pid`` and every process below it (by parent pid, read from /proc): a child's own children stay in our
+    process group but are not ours to wait on (a hung nvidia-smi wrapper's ``sleep``)."""
+    parents = {}
+    try:
+        names = os.listdir(proc_root)
+    except OSError:
+        return [pid]
+    for name in names:
+        if not name.isdigit():
+            continue
         try:
-            os.kill(proc.pid, signal.SIGKILL)
+            with open(os.path.join(proc_root, name, "stat"), "rb") as handle:
+                text = handle.read().decode("utf-8", "replace")
+            parents.setdefault(int(text[text.rfind(")") + 2:].split()[1]), []).append(int(name))
+        except (IOError, OSError, ValueError, IndexError):
+            continue
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        todo.extend(child for child in parents.get(current, ()) if child not in found)
+    return found
+
+
+def kill_tree(pid):
+    """SIGKILL ``pid`` and everything below it, the parents first, so nobody below is re-parented and missed."""
+    for each in descendants(pid):
+        try:
+            os.kill(each, signal.SIGKILL)
         except OSError:
             pass
+
+
+def kill_children():
+    """SIGKILL every child the check started that may still run, with its own children (signal handlers call it:
+    no lock taken, nothing waited on)."""
+    for proc in list(_CHILDREN):
+        kill_tree(proc.pid)
 
 
 def bounded_run(deadline):
@@ -157,7 +190,7 @@ def bounded_run(deadline):
             try:
                 out, err = proc.communicate(None if data is None else data.encode("utf-8"), timeout=limit)
             except subprocess.TimeoutExpired:
-                proc.kill()
+                kill_tree(proc.pid)
                 try:
                     out, err = proc.communicate(timeout=KILL_GRACE)
                 except subprocess.TimeoutExpired:

@@ -111,3 +111,17 @@ def test_lock_never_blocks_on_a_planted_fifo_or_symlink(tmp_path):
     os.symlink(str(tmp_path / "elsewhere"), str(tmp_path / "health-check-b.lock"))
     assert "not a plain file" in rt.take_lock(rt.lock_path(str(tmp_path), "a"))[1]
     assert "lock" in rt.take_lock(rt.lock_path(str(tmp_path), "b"))[1] and not os.path.exists(str(tmp_path / "elsewhere"))
+
+
+def test_a_timeout_kills_the_childs_own_children(tmp_path):
+    """The stub nvidia-smi hangs with a child of its own, as a wedged driver's wrapper may: none left behind."""
+    pidfile = tmp_path / "pids"
+    run = rt.bounded_run(rt.Deadline(50, False))
+    rc, _out, err = run(["sh", "-c", "sleep 100 & echo $$ $! > %s; wait" % pidfile], 1)
+    assert rc is None and "timed out after 1s and was killed" in err
+    for pid in map(int, pidfile.read_text().split()):
+        for _ in range(40):
+            if not os.path.exists("/proc/%d" % pid):
+                break
+            time.sleep(0.05)
+        assert not os.path.exists("/proc/%d" % pid), pid
