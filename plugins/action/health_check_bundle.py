@@ -121,7 +121,8 @@ def complete_policy(given):
 def check_deadline(policy, deadline, schedule, slurm, interval_minutes):
     """The run's deadline against its schedule and the policy's timeouts (``_hc_runtime.check_fit``), on the
     controller: a policy that could never finish before slurmd kills it is refused at install, not at every run."""
-    subsets = _policy.subsets_for(policy)
+    validated = _policy.validate_policy(dict(policy, fail_when_not_ready=False, wait=0, interval=5), require_jmespath=False)
+    subsets = _policy.subsets_for(validated)
     gathers_gpus = "gpus" in subsets or "all" in subsets
     return _hc_runtime.check_fit(deadline, float(policy["gpu_timeout"]), gathers_gpus, slurm, schedule, interval_minutes)
 

@@ -59,6 +59,10 @@ def test_a_policy_that_cannot_finish_before_slurmd_kills_it_is_refused():
         health_check_bundle.check_deadline(health_check_bundle.complete_policy({}), 58, "slurm", True, 5)
     assert health_check_bundle.check_deadline(health_check_bundle.complete_policy({"profiles": ["gpu"]}), 50, "slurm",
                                               True, 5) == 50
+    custom = health_check_bundle.complete_policy({"profiles": [], "custom_checks": [
+        {"name": "c", "query": "gpus.count", "min": 1}], "gpu_timeout": 61})
+    with pytest.raises(ValueError, match="gpu_timeout"):  # a custom check on the gpus facts runs nvidia-smi too
+        health_check_bundle.check_deadline(custom, 50, "slurm", True, 5)
     # no GPU profile: nvidia-smi is never run, its timeout is not waited on
     assert health_check_bundle.check_deadline(health_check_bundle.complete_policy({"gpu_timeout": 61, "profiles": []}), 50, "slurm",
                                               True, 5) == 50
