@@ -10,10 +10,12 @@ __metaclass__ = type
 
 import io
 import json
+import os
 
 import pytest
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _health_check as hc
+from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _hc_runtime
 
 
 def test_parse_args():
@@ -30,6 +32,10 @@ def test_parse_args():
     ('{"polcy": {}}', "unknown keys polcy"),
     ('{"policy": {"min_available_memry": 1}}', "unknown options min_available_memry"),
     ('{"slurm": {"reason_prefix": "two words"}}', "reason_prefix"),
+    ('{"slurm": {"node_name": "gpu[1-8]"}}', "slurm: node_name: 'gpu\\[1-8\\]' is not one Slurm node name"),
+    ('{"slurm": {"node_name": "ALL"}}', "not one Slurm node name"),
+    ('{"slurm": {"resume": "no"}}', "resume must be true or false"),
+    ('{"deadline_seconds": 0}', "deadline_seconds: 0 must be a number of seconds from 5 to 600"),
 ])
 def test_bad_config(tmp_path, text, words):
     path = tmp_path / "c.json"
@@ -65,3 +71,16 @@ def test_missing_config_is_unknown():
     assert hc.main(["--config", "/nonexistent/c.json"], {}, out) == 2
     first = out.getvalue().splitlines()[0]
     assert first.startswith("unknown: config /nonexistent/c.json") and len(first) <= 80
+
+
+def test_a_live_previous_run_is_reported_not_doubled(tmp_path):
+    config = tmp_path / "c.json"
+    config.write_text(json.dumps({"policy": {"profiles": []}, "slurm": {"state_dir": str(tmp_path), "node_name": "n1"}}))
+    fd, _why = _hc_runtime.take_lock(_hc_runtime.lock_path(str(tmp_path), "n1"))
+    try:
+        out, err = io.StringIO(), io.StringIO()
+        assert hc.main(["--config", str(config), "--mode", "check"], {"PATH": "/usr/bin:/bin"}, out, err) == 2
+    finally:
+        os.close(fd)
+    assert out.getvalue().startswith("unknown: a previous run is still running (pid ")
+    assert len(out.getvalue().splitlines()) == 1 and "this run did nothing" in err.getvalue()
