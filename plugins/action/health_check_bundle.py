@@ -23,7 +23,9 @@ import zipfile
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
+from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _policy
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _policy_validation
+from ansible_collections.gpufleet.preflight.plugins.module_utils._node_check import _hc_runtime
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _readiness_options
 
 ENTRY = "ansible_collections.gpufleet.preflight.plugins.module_utils._node_check._health_check"
@@ -117,6 +119,16 @@ def complete_policy(given):
     return policy
 
 
+def check_deadline(policy, deadline, schedule, slurm, interval_minutes):
+    """The run's deadline against its schedule and the policy's timeouts (``_hc_runtime.check_fit``), on the
+    controller: a policy that could never finish before slurmd kills it is refused at install, not at every run."""
+    validated = _policy_validation.validate_policy(dict(policy, fail_when_not_ready=False, wait=0, interval=5),
+                                                   require_jmespath=False)
+    subsets = _policy.subsets_for(validated)
+    gathers_gpus = "gpus" in subsets or "all" in subsets
+    return _hc_runtime.check_fit(deadline, float(policy["gpu_timeout"]), gathers_gpus, slurm, schedule, interval_minutes)
+
+
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = False
@@ -125,10 +137,15 @@ class ActionModule(ActionBase):
         result = super(ActionModule, self).run(tmp, task_vars)
         del tmp
         _validation, args = self.validate_argument_spec(argument_spec=dict(
-            dest=dict(type="path", required=True), policy=dict(type="dict", default={})))
+            dest=dict(type="path", required=True), policy=dict(type="dict", default={}),
+            deadline_seconds=dict(type="float", default=_hc_runtime.DEFAULT_DEADLINE),
+            schedule=dict(type="str", default="none", choices=list(_hc_runtime.SCHEDULES)),
+            slurm=dict(type="bool", default=False), interval_minutes=dict(type="int", default=5)))
         problem = None
         try:
             policy = complete_policy(args["policy"])
+            check_deadline(policy, args["deadline_seconds"], args["schedule"], args["slurm"] or args["schedule"] == "slurm",
+                           args["interval_minutes"])
         except ValueError as exc:
             problem = str(exc)
         if problem:

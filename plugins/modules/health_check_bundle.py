@@ -37,6 +37,30 @@ options:
         C(fail_when_not_ready)).
     type: dict
     default: {}
+  deadline_seconds:
+    description:
+      - The deadline of one whole run of the program (facts, Slurm, metrics). Refused when it does not fit
+        O(schedule) (under slurmd at most 55 - slurmd kills its HealthCheckProgram at 60 s; from cron or a timer
+        short of the next run) or when the policy's C(gpu_timeout) cannot fit in it with the share kept for Slurm's
+        calls (20 s) and the rest (3 s).
+    type: float
+    default: 50
+  schedule:
+    description:
+      - What runs the program - V(slurm) (slurmd's HealthCheckProgram), V(cron), V(systemd) (a timer) or V(none).
+    type: str
+    choices: [none, slurm, cron, systemd]
+    default: none
+  slurm:
+    description:
+      - Whether the program drains and resumes in Slurm (its share of the deadline is kept). V(slurm) schedules always do.
+    type: bool
+    default: false
+  interval_minutes:
+    description:
+      - Minutes between runs from cron or a timer.
+    type: int
+    default: 5
 attributes:
   action:
     support: full

@@ -119,7 +119,7 @@ checks:
       description: What to do about it, when it failed.
       type: str
     profile:
-      description: V(common), V(build), V(gpu) or V(custom).
+      description: V(always) (the checks every profile runs), V(build), V(gpu) or V(custom).
       type: str
 failed_checks:
   description: Names of the checks that failed or were unknown.

@@ -27,13 +27,26 @@ description:
   - A drain by anyone else (another reason, or an empty one) is never overwritten nor resumed. Nodes that are not
     responding (C(down*), C(idle*)), down, failing, in maintenance, rebooting, reserved, powering or planned are left
     alone; RV(message) says why.
+  - The reason names the first failed check's cause (C(gpu_count: nvidia-smi did not answer within 10s)) and is kept
+    while the same set of checks fails, so sinfo's drain time stays the first failure's; it changes only when the set
+    changes. Right before C(scontrol), C(sinfo) is read again and nothing is done when the node changed meanwhile (a
+    person's drain is never overwritten); the intent is recorded before the drain, so a run killed between the
+    drain and its record still owns that drain.
   - slurmctld unreachable, C(sinfo)/C(scontrol) missing or a node Slurm does not know - nothing is changed, the task
     does not fail, and RV(error) and a warning say what happened.
 options:
   node_name:
     description:
       - The node's name in Slurm. Unset - the short hostname of the host the module runs on.
+      - One node - a name Slurm reads as several (C(gpu[1-8]), C(a,b), C(ALL)) is refused, so one node's verdict never
+        drains or resumes others.
     type: str
+  resume:
+    description:
+      - Resume a ready node whose drain this collection set. V(false) - drain only, never resume (NHC's
+        C(MARK_OFFLINE) without marking online); a person resumes the node.
+    type: bool
+    default: true
   ready:
     description:
       - The node's verdict (for example C(preflight_result.ready)).
@@ -144,6 +157,7 @@ ARGUMENT_SPEC = dict(
     reason_max_length=dict(type="int", default=_slurm.MAX_REASON),
     state_dir=dict(type="path", default=_slurm.DEFAULT_STATE_DIR),
     slurm_conf=dict(type="path"),
+    resume=dict(type="bool", default=True),
 )
 SLURM_DIRS = ["/usr/bin", "/usr/local/bin", "/opt/slurm/bin"]
 TIMEOUT = 30
@@ -155,9 +169,10 @@ def check_options(params):
         _slurm.validate_prefix(params["reason_prefix"])
     except ValueError as exc:
         return str(exc)
-    node = params["node_name"]
-    if not node or _slurm.clean_text(node) != node or " " in node or "," in node:
-        return "node_name: %r is not a Slurm node name (one printable word, no comma)" % (node,)
+    try:
+        _slurm.validate_node_name(params["node_name"])
+    except ValueError as exc:
+        return str(exc)
     if not 24 <= params["reason_max_length"] <= 512:
         return "reason_max_length: must be 24 to 512, got %s" % params["reason_max_length"]
     if params["slurm_conf"] and not os.path.isfile(params["slurm_conf"]):
@@ -186,7 +201,8 @@ def main():
 
     outcome = _slurm.apply(params["node_name"], params["ready"], params["failed_checks"], run, find,
                            prefix=params["reason_prefix"], state_dir=params["state_dir"],
-                           check_mode=module.check_mode, max_length=params["reason_max_length"])
+                           check_mode=module.check_mode, max_length=params["reason_max_length"],
+                           resume=params["resume"])
     if outcome["error"]:
         module.warn(outcome["error"])
     module.exit_json(msg=outcome["message"], **outcome)

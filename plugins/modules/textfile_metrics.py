@@ -21,7 +21,8 @@ description:
     scrape never reads half of it. No sample carries a timestamp (node_exporter skips a whole file that has one).
   - Series (each with C(# HELP) and C(# TYPE)), labelled C(source) (V(playbook) here, V(health_check) from the
     node-local check) - C(gpufleet_preflight_ready) 0/1, C(gpufleet_preflight_unknown),
-    C(gpufleet_preflight_check_status{check,profile,status}) 1 for the check's status and 0 for the others,
+    C(gpufleet_preflight_check_status{check,profile,status}) 1 for the check's status and 0 for the others
+    (C(profile) V(always) for the checks every profile runs, V(build), V(gpu), V(custom)),
     C(gpufleet_preflight_effective_available_memory_bytes), C(gpufleet_preflight_effective_total_memory_bytes),
     C(gpufleet_preflight_build_processes), C(gpufleet_preflight_orphaned_build_processes),
     C(gpufleet_preflight_oom_kills_total{scope}), C(gpufleet_preflight_last_check_timestamp_seconds) and
@@ -34,12 +35,13 @@ options:
     required: true
   file_name:
     description:
-      - The file's name; must end in C(.prom).
+      - The file's name; must end in C(.prom). Unset - C(gpufleet_preflight_<source>.prom), so the playbook's file
+        and the node-local health check's (C(gpufleet_preflight_health_check.prom)) sit side by side and neither
+        overwrites the other. A C(gpufleet_preflight.prom) of an older release holding the same O(source) is removed.
     type: str
-    default: gpufleet_preflight.prom
   source:
     description:
-      - The C(source) label of every series.
+      - The C(source) label of every series, a lower-case word.
     type: str
     default: playbook
   ready:
@@ -93,7 +95,7 @@ path:
   description: The file written.
   returned: always
   type: str
-  sample: /var/lib/prometheus/node-exporter/gpufleet_preflight.prom
+  sample: /var/lib/prometheus/node-exporter/gpufleet_preflight_playbook.prom
 metrics:
   description: The text written.
   returned: always
@@ -109,7 +111,7 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness impo
 
 ARGUMENT_SPEC = dict(
     dir=dict(type="path", required=True),
-    file_name=dict(type="str", default=_metrics.DEFAULT_FILE),
+    file_name=dict(type="str"),
     source=dict(type="str", default="playbook"),
     ready=dict(type="bool", required=True),
     checks=dict(type="list", elements="dict", default=[]),
@@ -140,6 +142,7 @@ def main():
     text = path = None
     if error is None:
         try:
+            params["file_name"] = params["file_name"] or _metrics.default_file(params["source"])
             _metrics.validate_file_name(params["file_name"])
             text = _metrics.render(verdict, params["source"])
             path = os.path.join(params["dir"], params["file_name"])
@@ -149,13 +152,15 @@ def main():
             error = str(exc)
     if error:
         module.fail_json(msg=error)
-    try:
-        with open(path) as handle:
-            changed = handle.read() != text
-    except (IOError, OSError):
-        changed = True
+    changed = _metrics.read_current(path) != text
+    problem = None
     if changed and not module.check_mode:
-        _metrics.write_atomic(params["dir"], text, params["file_name"])
+        try:
+            _metrics.write_atomic(params["dir"], text, params["file_name"])
+        except (ValueError, OSError) as exc:
+            problem = "%s: not written: %s" % (path, exc)
+    if problem:
+        module.fail_json(msg=problem)
     module.exit_json(changed=changed, path=path, metrics=text)
 
 

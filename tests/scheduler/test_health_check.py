@@ -8,6 +8,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
 import os
 import time
 
@@ -65,7 +66,8 @@ def test_npd_contract_and_custom_checks_without_jmespath(installed, cluster):
     assert ready.rc == 0, ready
     lines = ready.stdout.splitlines()
     assert lines[0].startswith("ready:") and len(lines[0]) <= 80
-    assert "few_processes: not applied: the jmespath Python library is not installed" in ready.stdout
+    assert len(lines) == 1, ready  # the one line NPD keeps as the condition's message: no "took 0.05 s" line
+    assert "few_processes: not applied: the jmespath Python library is not installed" in ready.stderr
     pid = node.spawn_orphan("ninja")
     try:
         bad = node.run("%s --mode npd" % program)
@@ -74,13 +76,14 @@ def test_npd_contract_and_custom_checks_without_jmespath(installed, cluster):
     assert bad.rc == 1, bad
     first = bad.stdout.splitlines()[0]
     assert first == "not ready: build_processes: 1 build process still running" and len(first) <= 80
+    assert bad.stdout == first + "\n" and "took " in bad.stderr
     # the same message as the playbook's readiness check (one implementation)
-    assert "failed build_processes: 1 build process still running: ninja (pid %d, orphaned" % pid in bad.stdout
+    assert "failed build_processes: 1 build process still running: ninja (pid %d, orphaned" % pid in bad.stderr
     # a hung nvidia-smi: unknown (2)
     gpu_config = os.path.join(installed["base"], "gpu.json")
     with open(gpu_config, "w") as handle:
         handle.write('{"policy": {"profiles": ["gpu"], "min_available_memory": "64MiB", "gpu_timeout": 1, '
-                     '"max_memory_pressure": 100}}')
+                     '"max_memory_pressure": 100}, "slurm": {"state_dir": "%s"}}' % os.path.join(installed["base"], "state"))
     install_gpus(node, hang=True)
     hung = node.run("%s --mode npd --config %s" % (program, gpu_config))
     node.dirty = False
@@ -92,3 +95,155 @@ def test_cron_file(installed):
     with open(installed["health_check_cron_file"]) as handle:
         text = handle.read()
     assert "*/5 * * * * root %s --mode check" % installed["health_check_program"] in text
+    with open(installed["health_check_program"]) as handle:
+        assert "# #" not in handle.read()  # the managed header renders once
+
+
+def test_reason_stable_over_three_failing_runs(installed, slurm_idle):
+    """Issue 27.2, slurmd itself running the check every 2 s: the first failure's reason and sinfo's drain time are
+    kept while the same check fails, although its numbers change (1 build process, then 2)."""
+    cluster = slurm_idle
+    slurm = cluster.slurm
+    node = cluster.fleet["node3"]
+    pids = [node.spawn_orphan("ninja")]
+    lock = os.path.join(STATE_DIR(cluster), "health-check-node3.lock")
+    try:
+        slurm.wait_states({"node3": "drained"}, 30)
+        first = slurm.node_info("node3")
+        assert first["reason"] == "gpufleet: build_processes: 1 build process still running", first
+        pids.append(node.spawn_orphan("ninja"))
+        runs = set()
+        for _ in range(3):
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline:  # one more run of slurmd's: the lock file names each run's pid
+                with open(lock) as handle:
+                    text = handle.read()
+                if text and text not in runs:
+                    break
+                time.sleep(0.2)
+            runs.add(text)
+            time.sleep(0.5)
+            assert slurm.node_info("node3") == first  # reason and drain time unchanged
+        assert len(runs) == 3
+        direct = node.run("%s --mode check -v" % installed["health_check_program"])
+        assert "failed build_processes: 2 build processes still running" in direct.stdout, direct
+    finally:
+        for pid in pids:
+            node.run("kill -9 %d" % pid)
+    slurm.wait_states({"node3": "idle"}, 30)
+
+
+@pytest.fixture
+def slurmd_runs_nothing(installed, slurm_idle):
+    """slurmd's wrapper runs nothing while a test runs the program by hand (it runs the target only when executable)."""
+    target = installed["health_check_program"]
+    os.chmod(target, 0o644)
+    try:
+        yield slurm_idle
+    finally:
+        os.chmod(target, 0o755)
+
+
+def write_config(installed, cluster, name, **given):
+    config = dict(policy=POLICY, slurm=dict(state_dir=STATE_DIR(cluster), slurm_conf=cluster.slurm.conf))
+    config.update(given)
+    path = os.path.join(installed["base"], name)
+    with open(path, "w") as handle:
+        json.dump(config, handle)
+    return path
+
+
+def test_drain_only_never_resumes(installed, slurmd_runs_nothing):
+    cluster = slurmd_runs_nothing
+    node = cluster.fleet["node2"]
+    config = write_config(installed, cluster, "drain-only.json", slurm=dict(
+        state_dir=STATE_DIR(cluster), slurm_conf=cluster.slurm.conf, resume=False))
+    program = "sh %s --mode slurm --config %s" % (installed["health_check_program"], config)
+    pid = node.spawn_orphan("ninja")
+    try:
+        drained = node.run(program)
+    finally:
+        node.run("kill -9 %d" % pid)
+    assert drained.rc == 1 and "draining: gpufleet: build_processes" in drained.stdout, drained
+    for _ in range(2):
+        kept = node.run(program)
+        assert kept.rc == 0 and "drain-only mode" in kept.stdout, kept
+        assert cluster.slurm.node_info("node2")["state"] == "drained"
+    normal = node.run("sh %s --mode slurm --config %s" % (installed["health_check_program"],
+                                                          write_config(installed, cluster, "normal.json")))
+    assert "resuming our drain" in normal.stdout, normal  # still ours: a normal run resumes it
+    cluster.slurm.wait_states({"node2": "idle"}, 20)
+
+
+def stub_pids(node, pidfile, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text = node.run("cat %s 2>/dev/null" % pidfile).stdout.split()
+        if len(text) == 2:
+            return [int(pid) for pid in text]
+        time.sleep(0.1)
+    raise AssertionError("the hung nvidia-smi stub never started")
+
+
+def alive(node, pids):
+    return [pid for pid in pids if node.run("test -d /proc/%d && ! grep -q '^State:.*Z' /proc/%d/status" % (pid, pid)).rc == 0]
+
+
+@pytest.mark.parametrize("kill", ["-KILL -- -%d", "-TERM %d"], ids=["slurmd-kills-the-group", "sigterm-to-the-check"])
+def test_one_run_at_a_time_and_no_orphan_after_a_killed_run(installed, slurmd_runs_nothing, kill):
+    """A hung nvidia-smi: a second run is refused while the first lives; the first killed as slurmd kills it (SIGKILL
+    to its process group) or by SIGTERM leaves no nvidia-smi (nor the stub's own child) behind."""
+    cluster = slurmd_runs_nothing
+    node = cluster.fleet["node2"]
+    install_gpus(node, hang=True)
+    pidfile = "/tmp/gpufleet-stub-%s.pids" % kill.split()[0].strip("-")
+    node.run("rm -f %s" % pidfile)
+    config = write_config(installed, cluster, "gpu-hung.json", policy=dict(POLICY, profiles=["gpu"], gpu_timeout=30))
+    program = "sh %s --mode check --config %s" % (installed["health_check_program"], config)
+    # setpgrp as slurmd does: the run leads its own process group
+    first = int(node.run("GPUFLEET_STUB_PIDFILE=%s setsid %s >/tmp/gpufleet-first.out 2>&1 </dev/null & echo $!"
+                         % (pidfile, program), check=True).stdout.strip())
+    try:
+        smi = stub_pids(node, pidfile)
+        second = node.run(program)
+        assert second.rc == 2, second
+        assert second.stdout.startswith("unknown: a previous run is still running (pid %d" % first), second
+        node.run("kill %s" % (kill % first), check=True)
+        deadline = time.monotonic() + 5
+        while alive(node, smi + [first]) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not alive(node, smi + [first]), node.run("ps -ef").stdout
+        if "TERM" in kill:
+            said = node.run("cat /tmp/gpufleet-first.out").stdout
+            assert "unknown: stopped by signal 15; its children were killed" in said, said
+    finally:
+        node.run("kill -9 -- -%d 2>/dev/null; rm -f %s" % (first, pidfile))
+        node.dirty = False
+
+
+def test_one_deadline_for_the_run(installed, slurmd_runs_nothing):
+    """Issue 28.6: gpu_timeout 30 against a 12 s deadline (a config the role would refuse): the run still ends
+    within its deadline, saying nvidia-smi did not answer."""
+    cluster = slurmd_runs_nothing
+    node = cluster.fleet["node2"]
+    install_gpus(node, hang=True)
+    config = write_config(installed, cluster, "gpu-deadline.json", deadline_seconds=12,
+                          policy=dict(POLICY, profiles=["gpu"], gpu_timeout=30))
+    started = time.monotonic()
+    ran = node.run("sh %s --mode check --config %s" % (installed["health_check_program"], config), timeout=40)
+    took = time.monotonic() - started
+    node.dirty = False
+    TIMINGS["health_check_deadline_12s_took_seconds"] = took
+    assert ran.rc == 2 and took < 12, (took, ran)
+    assert "nvidia-smi" in ran.stdout, ran
+
+
+def test_a_policy_that_cannot_fit_is_refused_at_install(cluster, tmp_path):
+    result = run_playbook(PLAYBOOK, cluster.fleet.inventory_path, args=["--limit", "node1"], extra_vars=dict(
+        health_check_policy=dict(POLICY, profiles=["gpu"], gpu_timeout=61), health_check_schedule="slurm",
+        health_check_install_dir=str(tmp_path / "lib"), health_check_config=str(tmp_path / "etc" / "c.json"),
+        health_check_program=str(tmp_path / "bin" / "hc")))
+    assert result.rc != 0
+    assert "gpu_timeout: 61.0 s cannot fit the health check's 50.0 s deadline (schedule slurm)" in result.stdout, \
+        result.stdout[-3000:]
+    assert not os.path.exists(str(tmp_path / "lib"))

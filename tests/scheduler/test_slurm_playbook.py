@@ -108,12 +108,12 @@ def test_drain_resume_and_other_peoples_drains(slurm_idle, tmp_path, node_export
     stats = custom_stats(result.stdout)
     assert stats["not_ready"] == ["node2"] and stats["gate"]["decision"] == "continue"
     assert stats["nodes"]["node2"]["failed_checks"] == ["build_processes"]
-    os.rename(os.path.join(textdir, "node2", "gpufleet_preflight.prom"), os.path.join(textdir, "gpufleet_preflight.prom"))
+    os.rename(os.path.join(textdir, "node2", "gpufleet_preflight_playbook.prom"), os.path.join(textdir, "gpufleet_preflight_playbook.prom"))
     samples = scrape(url)
     assert samples["node_textfile_scrape_error"] == 0
     assert samples['gpufleet_preflight_ready{source="playbook"}'] == 0
     assert samples['gpufleet_preflight_build_processes{source="playbook"}'] == 1
-    assert samples['gpufleet_preflight_check_status{check="build_processes",profile="common",source="playbook",status="failed"}'] == 1
+    assert samples['gpufleet_preflight_check_status{check="build_processes",profile="always",source="playbook",status="failed"}'] == 1
     assert samples['gpufleet_preflight_effective_available_memory_bytes{source="playbook"}'] > 0
 
     # node2 ready again: resumed; the person's drain that starts with our prefix is still not resumed
@@ -122,7 +122,7 @@ def test_drain_resume_and_other_peoples_drains(slurm_idle, tmp_path, node_export
     assert result.rc == 0, result.stdout[-4000:]
     slurm.wait_states({"node2": "idle"}, 10)
     assert slurm.node_info("node1") == before["node1"] and slurm.node_info("node3") == before["node3"]
-    os.rename(os.path.join(textdir, "node2", "gpufleet_preflight.prom"), os.path.join(textdir, "gpufleet_preflight.prom"))
+    os.rename(os.path.join(textdir, "node2", "gpufleet_preflight_playbook.prom"), os.path.join(textdir, "gpufleet_preflight_playbook.prom"))
     assert scrape(url)['gpufleet_preflight_ready{source="playbook"}'] == 1
     assert not os.listdir(STATE_DIR(cluster))
 
@@ -203,3 +203,34 @@ def test_check_mode_and_scontrol_on_one_host(slurm_idle, tmp_path):
     assert checked.rc == 0, checked.stdout[-3000:]
     assert "node2 -> node4" in checked.stdout
     assert "Slurm: (check mode, nothing done) node2: not ready; draining: gpufleet: build_processes" in checked.stdout
+
+
+def test_metrics_of_both_sources_side_by_side(cluster, tmp_path, node_exporter):
+    """Issue 27.3: the playbook and the node-local check each write their own file into one textfile directory; a
+    real node_exporter serves both sources, and the playbook's next run does not take the check's series away."""
+    from ansible_collections.gpufleet.preflight.plugins.action import health_check_bundle  # pylint: disable=import-outside-toplevel
+    textdir, url = node_exporter
+    for name in os.listdir(textdir):
+        path = os.path.join(textdir, name)
+        if os.path.isfile(path):
+            os.unlink(path)
+    pyz = tmp_path / "hc.pyz"
+    pyz.write_bytes(health_check_bundle.bundle_bytes()[0])
+    config = tmp_path / "hc.json"
+    config.write_text(json.dumps({"policy": {"profiles": [], "min_available_memory": "64MiB", "max_memory_pressure": 100},
+                                  "metrics_dir": textdir, "slurm": {"state_dir": str(tmp_path / "state")}}))
+    checked = cluster.fleet["node2"].run("/usr/bin/python3 -I %s --mode check --config %s" % (pyz, config))
+    assert checked.rc == 0, checked
+    result = run(cluster, tmp_path, args=["--limit", "node2"], preflight_slurm=False, preflight_metrics_dir=textdir)
+    assert result.rc == 0, result.stdout[-4000:]
+    assert sorted(n for n in os.listdir(textdir) if n.endswith(".prom")) == [
+        "gpufleet_preflight_health_check.prom", "gpufleet_preflight_playbook.prom"]
+    for _ in range(2):  # and again after the playbook's second run: neither overwrites the other
+        samples = scrape(url)
+        assert samples["node_textfile_scrape_error"] == 0
+        assert samples['gpufleet_preflight_ready{source="playbook"}'] == 1
+        assert samples['gpufleet_preflight_ready{source="health_check"}'] == 1
+        assert samples['gpufleet_preflight_check_status{check="available_memory",profile="always",source="health_check",'
+                       'status="ok"}'] == 1
+        result = run(cluster, tmp_path, args=["--limit", "node2"], preflight_slurm=False, preflight_metrics_dir=textdir)
+        assert result.rc == 0, result.stdout[-4000:]

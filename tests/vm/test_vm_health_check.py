@@ -63,7 +63,7 @@ def test_role_installs_a_timer_that_runs_the_check(vms):
             assert service["Result"] == "success", service  # SuccessExitStatus=1 2: a verdict is no unit failure
             assert re.search(r"^(ready|not ready|unknown)\b", journal, re.M), journal
 
-            metrics = node.out("cat %s/gpufleet_preflight.prom" % METRICS_DIR)
+            metrics = node.out("cat %s/gpufleet_preflight_health_check.prom" % METRICS_DIR)
             gauges = dict(re.findall(r'^(gpufleet_preflight_(?:ready|unknown))\{source="health_check"\} (\S+)$', metrics, re.M))
             assert (gauges.get("gpufleet_preflight_ready"), gauges.get("gpufleet_preflight_unknown")) == \
                 VERDICT_OF_EXIT[code], (code, metrics)

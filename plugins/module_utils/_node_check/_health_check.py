@@ -14,25 +14,30 @@ Modes (``--mode``; default ``slurm`` when slurmd runs it, which sets ``SLURMD_NO
 - ``npd``: a node-problem-detector custom plugin -- no Slurm, first line at most 80 characters.
 
 Every mode writes the node_exporter textfile when the config names a directory, and exits 0 ready, 1 not ready,
-2 unknown (facts that could not be gathered, a hung nvidia-smi, a config it cannot read).
+2 unknown (facts that could not be gathered, a hung nvidia-smi, a config it cannot read, a previous run still
+running, the deadline passed). One deadline bounds the whole run, one run at a time per node, and no child
+outlives it (``_hc_runtime``). In ``npd`` mode stdout is the one line node-problem-detector keeps as the
+condition's message (the details go to stderr), so the message changes only when the verdict does.
 """
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import io
 import json
 import os
 import sys
 import time
 
+from ansible_collections.gpufleet.preflight.plugins.module_utils._node_check import _hc_runtime
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _metrics
 from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _node_facts
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _policy
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _policy_validation
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _readiness_options
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _slurm
-from ansible_collections.gpufleet.preflight.plugins.module_utils._run import find_executable, run_with_timeout, search_path
+from ansible_collections.gpufleet.preflight.plugins.module_utils._run import find_executable, search_path
 
 DEFAULT_CONFIG = "/etc/gpufleet-preflight/health_check.json"
 MODES = ("slurm", "check", "npd")
@@ -40,8 +45,8 @@ READY, NOT_READY, UNKNOWN = 0, 1, 2
 NPD_LINE = 80
 # Under slurmd the environment has no PATH: the usual places, then where Slurm and NVIDIA install.
 SYSTEM_DIRS = ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin", "/opt/slurm/bin"]
-CONFIG_KEYS = ("policy", "slurm", "metrics_dir", "metrics_file")
-SLURM_KEYS = ("enabled", "node_name", "reason_prefix", "state_dir", "slurm_conf")
+CONFIG_KEYS = ("policy", "slurm", "metrics_dir", "metrics_file", "deadline_seconds")
+SLURM_KEYS = ("enabled", "node_name", "reason_prefix", "state_dir", "slurm_conf", "resume")
 
 
 def parse_args(argv, environ):
@@ -88,14 +93,23 @@ def load_config(path):
         raise ValueError("config %s: policy: unknown options %s" % (path, ", ".join(unknown)))
     policy.update(given)
     slurm = dict(enabled=False, node_name=None, reason_prefix=_slurm.DEFAULT_PREFIX, state_dir=_slurm.DEFAULT_STATE_DIR,
-                 slurm_conf=None)
+                 slurm_conf=None, resume=True)
     unknown = sorted(set(data.get("slurm") or {}) - set(SLURM_KEYS))
     if unknown:
         raise ValueError("config %s: slurm: unknown keys %s" % (path, ", ".join(unknown)))
     slurm.update(data.get("slurm") or {})
     _slurm.validate_prefix(slurm["reason_prefix"])
-    return dict(policy=policy, slurm=slurm, metrics_dir=data.get("metrics_dir"),
-                metrics_file=data.get("metrics_file") or _metrics.DEFAULT_FILE)
+    if slurm["node_name"] is not None:
+        _slurm.validate_node_name(slurm["node_name"], "config %s: slurm: node_name" % path)
+    if not isinstance(slurm["resume"], bool):
+        raise ValueError("config %s: slurm: resume must be true or false" % path)
+    deadline = data.get("deadline_seconds", _hc_runtime.DEFAULT_DEADLINE)
+    try:
+        _hc_runtime.check_fit(deadline, 0, False, False)
+    except ValueError as exc:
+        raise ValueError("config %s: %s" % (path, exc))
+    return dict(policy=policy, slurm=slurm, metrics_dir=data.get("metrics_dir"), deadline_seconds=deadline,
+                metrics_file=data.get("metrics_file") or _metrics.default_file("health_check"))
 
 
 def node_options(policy):
@@ -123,11 +137,11 @@ def first_line(ready, checks, message, limit=NPD_LINE):
     return line if len(line) <= limit else line[:limit - 3] + "..."
 
 
-def evaluate(config):
+def evaluate(config, run):
     """Gather and judge: dict(ready, checks, message, facts, duration_seconds, checked_at_epoch)."""
     started = time.monotonic()
     policy = _policy_validation.validate_policy(config["policy"], require_jmespath=False)
-    facts = _node_facts.gather(node_options(policy), run_with_timeout)
+    facts = _node_facts.gather(node_options(policy), run)
     facts = dict((key[len("gpufleet_"):], value) for key, value in facts.items())
     checks = _policy.evaluate(facts, policy)
     ready, message = _policy.verdict(checks)
@@ -135,47 +149,102 @@ def evaluate(config):
                 duration_seconds=round(time.monotonic() - started, 3))
 
 
-def act_in_slurm(config, verdict, node_name):
+def act_in_slurm(config, verdict, node_name, deadline):
+    """Drain or resume through ``_slurm``, each call bounded by the run's time left; none without time left."""
     slurm = config["slurm"]
     environ = dict(os.environ)
     if slurm.get("slurm_conf"):
         environ["SLURM_CONF"] = slurm["slurm_conf"]
     dirs = search_path(SYSTEM_DIRS)
+    slurm_run = _hc_runtime.bounded_run(_SlurmClock(deadline))
 
     def run(argv):
-        rc, out, err = run_with_timeout(argv, 20, env=environ)
-        return (1 if rc is None else rc), out, err
+        rc, out, err = slurm_run(argv, _hc_runtime.SLURM_CALL_SECONDS, env=environ)
+        return (124 if rc is None else rc), out, err
 
+    if deadline.left() < 2:
+        return dict(message="%s: Slurm not called: the run's %s s deadline leaves %.1f s" % (
+            node_name, deadline.seconds, max(deadline.left(), 0)), error="no time left")
     failed = [c for c in verdict["checks"] if c["status"] in ("failed", "unknown")]
     return _slurm.apply(node_name, verdict["ready"], failed, run, lambda name: find_executable(name, dirs),
-                        prefix=slurm["reason_prefix"], state_dir=slurm["state_dir"])
+                        prefix=slurm["reason_prefix"], state_dir=slurm["state_dir"], resume=slurm["resume"])
 
 
-def main(argv=None, environ=None, out=None):
-    """The program: returns the exit code (0 ready, 1 not ready, 2 unknown)."""
+class _SlurmClock(object):
+    """The deadline as the Slurm calls see it: their share is the time left to the end, not to the facts' end."""
+
+    def __init__(self, deadline):
+        self.deadline = deadline
+        self.seconds = deadline.seconds
+
+    def facts_left(self):
+        return self.deadline.left()
+
+
+def node_name(config, environ):
+    return config["slurm"]["node_name"] or environ.get("SLURMD_NODENAME") or os.uname()[1].split(".")[0]
+
+
+def _say(out):
+    """Write one line now, safely from a signal handler (os.write on a real stream, no buffered reentry)."""
+    def say(line):
+        try:
+            os.write(out.fileno(), (line + "\n").encode("utf-8", "replace"))
+        except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+            out.write(line + "\n")
+    return say
+
+
+def main(argv=None, environ=None, out=None, err=None, as_program=None):
+    """The program: returns the exit code (0 ready, 1 not ready, 2 unknown).
+
+    ``as_program`` (default: when ``argv`` is None, as the zip's ``__main__`` calls it): lead a process group and
+    install the deadline's alarm and the signal handlers -- never inside a caller's own process (a test)."""
+    as_program = argv is None if as_program is None else as_program
     argv = sys.argv[1:] if argv is None else argv
     environ = os.environ if environ is None else environ
     out = sys.stdout if out is None else out
+    err = sys.stderr if err is None else err
     if "PATH" not in environ:
         os.environ["PATH"] = os.pathsep.join(SYSTEM_DIRS)  # slurmd gives none; the collectors look on PATH
+    try:
+        return _main(argv, environ, out, err, as_program)
+    finally:
+        _hc_runtime.stop_alarm()
+
+
+def _main(argv, environ, out, err, as_program):
     problem = None
     try:
         mode, config_path, verbose = parse_args(argv, environ)
         config = load_config(config_path)
-        verdict = evaluate(config)
+        node = node_name(config, environ)
+        slurm_on = mode == "slurm" or (mode == "check" and config["slurm"]["enabled"])
+        deadline = _hc_runtime.Deadline(config["deadline_seconds"], slurm_on)
+        if as_program:
+            _hc_runtime.become_group_leader()
+        lock, busy = _hc_runtime.take_lock(_hc_runtime.lock_path(config["slurm"]["state_dir"], node))
+        if busy and lock is None and "still running" in busy:
+            problem = busy
+        else:
+            if as_program:
+                _hc_runtime.install_stop(deadline, _say(out))
+            verdict = evaluate(config, _hc_runtime.bounded_run(deadline))
     except ValueError as exc:
         problem = str(exc)
     if problem is not None:
-        out.write("unknown: %s\n" % _slurm.clean_text(problem)[:NPD_LINE - 9] + "gpufleet-health-check: %s\n" % problem)
+        out.write("unknown: %s\n" % _slurm.clean_text(problem)[:NPD_LINE - 9])
+        err.write("gpufleet-health-check: %s\n" % problem)
         return UNKNOWN
     code = exit_code(verdict["ready"], verdict["checks"])
     lines = [first_line(verdict["ready"], verdict["checks"], verdict["message"])]
     for check in verdict["checks"]:
         if check["status"] in ("failed", "unknown") or (verbose and check["status"] != "ok"):
             lines.append("%s %s: %s" % (check["status"], check["name"], check["message"]))
-    if mode == "slurm" or (mode == "check" and config["slurm"]["enabled"]):
-        node = config["slurm"]["node_name"] or environ.get("SLURMD_NODENAME") or os.uname()[1].split(".")[0]
-        outcome = act_in_slurm(config, verdict, node)
+    if busy:
+        lines.append("lock: not taken (%s); ran anyway" % busy)
+    if slurm_on:
+        outcome = act_in_slurm(config, verdict, node, deadline)
         lines.append("slurm: %s" % outcome["message"])
     if config["metrics_dir"]:
         problem = None
@@ -185,6 +254,14 @@ def main(argv=None, environ=None, out=None):
             problem = str(exc)
         if problem:
             lines.append("metrics: not written: %s" % problem)
-    lines.append("took %.2f s" % verdict["duration_seconds"])
-    out.write("\n".join(lines) + "\n")
+    _hc_runtime.stop_alarm()
+    if lock is not None:
+        os.close(lock)
+    lines.append("took %.2f s" % deadline.elapsed())
+    if mode == "npd":
+        # node-problem-detector keeps stdout as the condition's message: one line that changes only with the verdict.
+        out.write(lines[0] + "\n")
+        err.write("\n".join(lines[1:]) + "\n")
+    else:
+        out.write("\n".join(lines) + "\n")
     return code

@@ -70,7 +70,7 @@ def describe_age(seconds):
     return "%dd %02dh" % (seconds // 86400, seconds % 86400 // 3600)
 
 
-def result(name, ok, observed, expected, message, profile="common"):
+def result(name, ok, observed, expected, message, profile="always"):
     """One check: ``message`` is what a person reads when it fails, in words they can act on."""
     return {
         "name": name,
@@ -83,14 +83,14 @@ def result(name, ok, observed, expected, message, profile="common"):
     }
 
 
-def unknown(name, expected, why, profile="common"):
+def unknown(name, expected, why, profile="always"):
     """A check whose facts could not be gathered: it fails, and says why, never passes silently."""
     entry = result(name, False, None, expected, "unknown: %s" % why, profile)
     entry["status"] = "unknown"
     return entry
 
 
-def skipped(name, why, profile="common"):
+def skipped(name, why, profile="always"):
     """A check the policy's profiles do not apply on this node; reported, not counted."""
     entry = result(name, True, None, None, "not applied: %s" % why, profile)
     entry["status"] = "skipped"

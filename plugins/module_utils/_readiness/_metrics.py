@@ -5,8 +5,8 @@
 
 The text format node_exporter's textfile collector reads: ``# HELP`` and ``# TYPE`` once per metric, samples
 WITHOUT timestamps (a sample with one makes node_exporter skip the whole file), label values escaped
-(backslash, double quote, newline). The file is written to ``<name>.prom.tmp.<pid>`` and renamed in the same
-directory, so a scrape never reads half a file.
+(backslash, double quote, newline). The file is written to an unpredictable temp name (``mkstemp``) and renamed
+in the same directory, so a scrape never reads half a file and nobody can plant a FIFO or symlink in its way.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -16,10 +16,38 @@ __metaclass__ = type
 import math
 import os
 import re
+import stat
+import tempfile
 
-DEFAULT_FILE = "gpufleet_preflight.prom"
+# One file per source (the playbook and the node-local check write side by side, never over each other): with one
+# shared name the last writer won and the other source's series came and went (an alert on them flapped).
+SOURCES = ("playbook", "health_check")
+# The single file releases before 0.3 wrote for every source; a new write removes it when it holds our own source.
+LEGACY_FILE = "gpufleet_preflight.prom"
 STATUSES = ("ok", "failed", "unknown", "skipped")
+# The README's word for the checks every profile runs; "common" is what results said before (kept readable).
+ALWAYS = "always"
 _NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*\Z")
+_SOURCE = re.compile(r"[a-z][a-z0-9_]{0,31}\Z")
+
+
+def default_file(source):
+    """``gpufleet_preflight_<source>.prom``: the file each source writes unless told another name."""
+    validate_source(source)
+    return "gpufleet_preflight_%s.prom" % source
+
+
+def validate_source(source):
+    if not isinstance(source, str) or not _SOURCE.match(source):
+        raise ValueError("source %r must be a lower-case word like playbook or health_check (letters, digits, _)"
+                         % (source,))
+    return source
+
+
+def profile_label(profile):
+    """The ``profile`` label: ``always`` for the checks every profile runs (older results said ``common``)."""
+    profile = str(profile or ALWAYS)
+    return ALWAYS if profile == "common" else profile
 
 
 def escape_label(value):
@@ -65,7 +93,7 @@ def render(verdict, source="playbook"):
     (seconds) and ``duration_seconds``. ``source`` labels who wrote it (``playbook`` or ``health_check``).
     """
     out = _Writer()
-    base = {"source": source}
+    base = {"source": validate_source(source)}
     ready = verdict.get("ready")
     out.sample("gpufleet_preflight_ready", "gauge", "1 when the node passed every readiness check, 0 when not, "
                "absent when it could not be checked", 1 if ready else 0, base)
@@ -74,7 +102,7 @@ def render(verdict, source="playbook"):
     for check in verdict.get("checks") or []:
         name = str(check.get("name") or "unnamed")
         for status in STATUSES:
-            labels = dict(base, check=name, profile=str(check.get("profile") or "common"), status=status)
+            labels = dict(base, check=name, profile=profile_label(check.get("profile")), status=status)
             out.sample("gpufleet_preflight_check_status", "gauge", "1 for the status each readiness check has now "
                        "(ok, failed, unknown, skipped), 0 for the others", 1 if check.get("status") == status else 0, labels)
     facts = verdict.get("facts") or {}
@@ -120,20 +148,32 @@ def validate_file_name(name):
     return name
 
 
-def write_atomic(directory, text, name=DEFAULT_FILE):
-    """Write text as directory/name via a temp file in the same directory and a rename (0644). Returns the path."""
+def write_atomic(directory, text, name):
+    """Write text as directory/name via a temp file in the same directory and a rename (0644). Returns the path.
+
+    Whoever can write the textfile directory (node_exporter's own user on Debian) must not be able to hang or
+    redirect this write: the temp name is unpredictable and created with O_EXCL|O_NOFOLLOW (``mkstemp``), so a
+    FIFO or symlink planted anywhere is never opened; the rename replaces a FIFO or symlink at the target itself
+    (the directory entry, never what it points to). A directory at the target fails with a ValueError naming it.
+    """
     validate_file_name(name)
     if not os.path.isdir(directory):
         raise ValueError("metrics directory %s does not exist or is not a directory (node_exporter's "
                          "--collector.textfile.directory)" % directory)
     path = os.path.join(directory, name)
-    tmp = os.path.join(directory, ".%s.tmp.%d" % (name, os.getpid()))
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    if os.path.isdir(path) and not os.path.islink(path):
+        raise ValueError("metrics file %s is a directory: remove it (node_exporter reads a plain file there)" % path)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".%s." % name, suffix=".tmp", dir=directory)
+    except OSError as exc:
+        raise ValueError("metrics directory %s: cannot create a file in it: %s" % (directory, exc.strerror or exc))
     try:
         with os.fdopen(fd, "w") as handle:
             handle.write(text)
-        os.chmod(tmp, 0o644)
+            os.fchmod(handle.fileno(), 0o644)
         os.rename(tmp, path)
+        if name != LEGACY_FILE:
+            remove_legacy(directory, text)
     except BaseException:
         try:
             os.unlink(tmp)
@@ -141,3 +181,29 @@ def write_atomic(directory, text, name=DEFAULT_FILE):
             pass
         raise
     return path
+
+
+def read_current(path):
+    """The text of the metrics file now there, or None: absent, or not a plain file (a FIFO planted there would
+    block a plain ``open``; a symlink is never followed), or unreadable."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            return None
+        return handle.read(1 << 24).decode("utf-8", "replace")
+
+
+def remove_legacy(directory, text):
+    """Remove the pre-0.3 shared ``gpufleet_preflight.prom`` when it holds the same source's series as ``text``
+    (node_exporter would see that source twice); one that another source wrote is left to that source."""
+    match = re.search(r'source="([^"]*)"', text)
+    path = os.path.join(directory, LEGACY_FILE)
+    old = read_current(path) if match else None
+    if old is not None and 'source="%s"' % match.group(1) in old:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass

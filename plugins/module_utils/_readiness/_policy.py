@@ -253,14 +253,14 @@ _KILL = "kernel_events.oom_kills[]."
 # test_check_registry.py`` runs each one with recording facts and policy: a path or option it reads that is not
 # listed here, a path no collector produces on the captured fixtures, or an option without bounds fails it.
 CHECKS = (
-    check("available_memory", "common", check_available_memory, (
+    check("available_memory", "always", check_available_memory, (
         "memory.effective.available_bytes", "memory.effective.total_bytes", "memory.effective.limited_by",
         "memory.host.total_bytes", "memory.errors"), ("min_available_memory",)),
-    check("build_processes", "common", check_build_processes, (
+    check("build_processes", "always", check_build_processes, (
         "build_processes.count", "build_processes.processes[].pid", "build_processes.processes[].name",
         "build_processes.processes[].orphaned", "build_processes.processes[].zombie",
         "build_processes.processes[].age_seconds"), ("max_build_processes",)),
-    check("memory_pressure", "common", check_memory_pressure, (
+    check("memory_pressure", "always", check_memory_pressure, (
         "memory.pressure.present", "memory.pressure.reason", "memory.pressure.some.avg10"), ("max_memory_pressure",)),
     check("gpu_count", "gpu", gpu_build.check_gpu_count, ("gpus.state", "gpus.message", "gpus.count"), ("expected_gpus",)),
     check("compute_capability", "gpu", gpu_build.check_compute_capability, _GPU + (
@@ -352,14 +352,14 @@ def evaluate(facts, policy, profile_checks=None):
     if profile_checks is None:
         registered = [entry["function"] for entry in CHECKS]
     else:
-        registered = [entry["function"] for entry in CHECKS if entry["profile"] == "common"] + list(profile_checks)
+        registered = [entry["function"] for entry in CHECKS if entry["profile"] == "always"] + list(profile_checks)
     checks = []
     selected = set(option(policy, "profiles") or ())
     for function in registered:
         entry = function(facts, policy)
         if entry is None:
             continue
-        if entry["profile"] != "common" and entry["profile"] not in selected:
+        if entry["profile"] != "always" and entry["profile"] not in selected:
             entry = skipped(entry["name"], "profile %s not selected (preflight_profiles: %s)"
                             % (entry["profile"], ", ".join(sorted(selected)) or "none"), entry["profile"])
         checks.append(entry)

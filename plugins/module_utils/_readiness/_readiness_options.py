@@ -339,10 +339,15 @@ OPTIONS = (
         "The first word of every drain reason this collection sets. A drain is resumed only when it is the very one "
         "recorded (reason text and slurmctld's time), never merely because its reason starts with this.",
     ]),
+    dict(name="slurm_resume", check=dict(form="bool"), type="bool", default=True, roles=("main", "publish"),
+         action=False, description=[
+        "Resume a ready node whose drain this collection set. V(false): drain only, never resume (NHC's "
+        "C(MARK_OFFLINE) without marking online): a person resumes it (C(scontrol update NodeName=<node> State=RESUME)).",
+    ]),
     dict(name="slurm_node_name", check=dict(form="node_name", by="plugins/modules/slurm_node.py"),
          type="str", default=None, roles=("main", "publish"), action=False, description=[
-        "The node's name in Slurm. Unset: the short hostname of the node (the inventory's short name with "
-        "O(slurm_host)).",
+        "The node's name in Slurm: one node (C(gpu[1-8]), commas and C(ALL) are refused: Slurm reads them as several). "
+        "Unset: the short hostname of the node (the inventory's short name with O(slurm_host)).",
     ]),
     dict(name="slurm_host", check=dict(form="inventory_host", by="roles/preflight/tasks/publish.yml"),
          type="str", default=None, roles=("main", "publish"), action=False, description=[
@@ -363,7 +368,7 @@ OPTIONS = (
     dict(name="metrics_dir", check=dict(form="path", by="plugins/modules/textfile_metrics.py"),
          type="path", default=None, roles=("main", "publish"), action=False, description=[
         "node_exporter's textfile directory on the nodes (C(--collector.textfile.directory)): each reachable node "
-        "gets C(gpufleet_preflight.prom) there (M(gpufleet.preflight.textfile_metrics)). Unset: no metrics.",
+        "gets C(gpufleet_preflight_playbook.prom) there (M(gpufleet.preflight.textfile_metrics)). Unset: no metrics.",
     ]),
 )
 

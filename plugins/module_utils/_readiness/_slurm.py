@@ -8,6 +8,13 @@ check): a drain is OURS only when a record on the host that runs scontrol (``<st
 holds the exact reason text we set AND the time slurmctld recorded for it (sinfo ``%H``) still matches.
 A reason that merely starts with our prefix -- a person copying our words -- is not ours: never resumed.
 Nodes not responding (``*``), down, failing, in maintenance, rebooting, powering or planned are left alone.
+
+Like NHC at its best: the reason names the first failure's real cause and is KEPT while the same set of checks
+fails (the record holds the set; sinfo's drain time stays the first failure's); it changes only when the set
+changes. Before any update, sinfo is read again and nothing is done when the node changed meanwhile (a person's
+drain between our read and our update is never overwritten; a resume needs the reason still ours). The intent is
+recorded BEFORE the drain, so a run killed between the drain and its record still owns (and later resumes) it.
+A node name Slurm would read as many nodes (``gpu[1-8]``, ``a,b``, ``ALL``) is refused.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -17,6 +24,8 @@ __metaclass__ = type
 import json
 import os
 import re
+import tempfile
+import time
 
 DEFAULT_PREFIX = "gpufleet:"
 MAX_REASON = 120
@@ -29,6 +38,13 @@ _HANDS_OFF_WORDS = ("down", "fail", "failing", "maint", "reboot", "reboot_issued
                     "unknown", "perfctrs", "blocked")
 _DRAIN_WORDS = ("drained", "draining", "drain")
 _NON_PRINTABLE = re.compile(r"[^\x20-\x7e]")
+# One node, as Slurm's hostlist syntax cannot read it as several: no brackets, commas, spaces, no ALL.
+_NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
+# A drain recorded as intended (before scontrol ran) is adopted when sinfo shows it set no earlier than this
+# many seconds before the intent (slurmctld's clock against this host's).
+INTENT_SLACK_SECONDS = 120
+# Clauses of a check's message that say nothing of the cause ("unknown: nvidia-smi state is timeout: ...").
+_EMPTY_CLAUSE = re.compile(r"(unknown|[\w .-]+ state is \w+)\Z")
 
 
 def clean_text(text):
@@ -48,6 +64,26 @@ def short_message(message):
     return text
 
 
+def cause(message):
+    """The clause of a check's message that names its cause, without live advice: ``'unknown: nvidia-smi state is
+    timeout: nvidia-smi did not answer within 10s and was killed: ...'`` -> ``'nvidia-smi did not answer within 10s'``."""
+    text = clean_text(message).split("; ", 1)[0]
+    clauses = [part.strip() for part in text.split(": ")]
+    for clause in clauses:
+        if clause and not _EMPTY_CLAUSE.match(clause):
+            return re.sub(r" and was killed\Z", "", clause)
+    return clauses[0] or "failed"
+
+
+def validate_node_name(name, option="node_name"):
+    """One Slurm node name; ValueError naming ``option`` for what Slurm would read as many nodes (or none)."""
+    if not isinstance(name, str) or not _NODE_NAME.match(name) or name.lower() == "all":
+        raise ValueError("%s: %r is not one Slurm node name: Slurm reads brackets (gpu[1-8]), commas, spaces and ALL "
+                         "as several nodes, and one node's verdict must never drain or resume others; name one node "
+                         "(letters, digits, '.', '_', '-', up to 64 characters), like gpu1" % (option, name))
+    return name
+
+
 def validate_prefix(prefix):
     """The reason prefix, checked: one printable word without spaces; ValueError naming the option."""
     if not isinstance(prefix, str) or not prefix or clean_text(prefix) != prefix or " " in prefix or len(prefix) > 32:
@@ -59,14 +95,15 @@ def validate_prefix(prefix):
 def drain_reason(prefix, failed, max_length=MAX_REASON):
     """``'gpufleet: available_memory: effective available memory 1Gi is below the 8Gi required (+2 more)'``.
 
-    ``failed`` is the list of failed checks (dicts with name and message) in the verdict's order. Always one
+    The first failed check's name and cause (:func:`cause`: ``gpu_count: nvidia-smi did not answer within 10s``, not
+    ``gpu_count: unknown``). ``failed`` is the list of failed checks (dicts with name and message) in the verdict's order. Always one
     printable line of at most ``max_length`` characters, always starting with ``prefix + ' '``.
     """
     if not failed:
         body = "not ready"
     else:
         first = failed[0]
-        body = "%s: %s" % (clean_text(first.get("name") or "check"), short_message(first.get("message") or "failed"))
+        body = "%s: %s" % (clean_text(first.get("name") or "check"), cause(first.get("message") or "failed"))
     more = " (+%d more)" % (len(failed) - 1) if len(failed) > 1 else ""
     room = max_length - len(prefix) - 1 - len(more)
     if len(body) > room:
@@ -119,18 +156,39 @@ def hands_off(state):
     return ""
 
 
+def slurm_epoch(when):
+    """sinfo's ``%H`` (``2026-12-01T20:00:00``, slurmctld's local time) -> seconds, or None."""
+    try:
+        return time.mktime(time.strptime(when, "%Y-%m-%dT%H:%M:%S"))
+    except (TypeError, ValueError, OverflowError):
+        return None
+
+
 def owned(info, record):
-    """True only when the node's drain is the very one we set: same reason text and slurmctld's same time."""
-    if not record or not info:
+    """True only when the node's drain is the very one we set: same reason text and slurmctld's same time -- or the
+    drain we recorded as intended just before scontrol ran (a run killed before it could record the time)."""
+    if not record or not info or not is_drained(info["state"]) or not info["reason"]:
         return False
-    return (is_drained(info["state"]) and bool(info["reason"]) and info["reason"] == record.get("reason")
-            and bool(info["time"]) and info["time"] == record.get("time"))
+    if info["reason"] == record.get("reason") and bool(info["time"]) and info["time"] == record.get("time"):
+        return True
+    pending = record.get("pending") or {}
+    when = slurm_epoch(info["time"])
+    return (bool(pending) and info["reason"] == pending.get("reason") and when is not None
+            and isinstance(pending.get("at"), (int, float)) and when >= pending["at"] - INTENT_SLACK_SECONDS)
 
 
-def decide(info, ready, record, desired_reason, prefix=DEFAULT_PREFIX):
+def same_checks(record, failed_names):
+    """Whether the record's drain was for this very set of failed checks (then its reason is kept)."""
+    recorded = record.get("checks") if record else None
+    return isinstance(recorded, list) and sorted(recorded) == sorted(failed_names or [])
+
+
+def decide(info, ready, record, desired_reason, prefix=DEFAULT_PREFIX, failed_names=None, resume=True):
     """What to do for one node: dict(action, message, forget) -- pure, table-tested.
 
     ``action``: ``drain`` (set ``desired_reason``), ``resume``, or ``none``; ``forget``: drop a stale record.
+    ``failed_names``: the failed checks now; while they are the recorded set our reason is kept as it is (no live
+    numbers rewritten each run, sinfo's drain time stays the first failure's). ``resume=False``: drain only.
     """
     node = info["node"]
     ours = owned(info, record)
@@ -140,6 +198,9 @@ def decide(info, ready, record, desired_reason, prefix=DEFAULT_PREFIX):
             if hands_off(info["state"]):
                 return dict(action="none", forget=False, message="%s: ready, but our drain is left while the node is in %s"
                             % (node, hands_off(info["state"])))
+            if not resume:
+                return dict(action="none", forget=False, message="%s: ready; our drain is kept (drain-only mode: a "
+                            "person resumes it: scontrol update NodeName=%s State=RESUME) (%s)" % (node, node, info["reason"]))
             return dict(action="resume", forget=True, message="%s: ready; resuming our drain (%s)" % (node, info["reason"]))
         if is_drained(info["state"]):
             return dict(action="none", forget=stale, message="%s: ready, but drained by someone else%s: left alone (%s)"
@@ -156,9 +217,11 @@ def decide(info, ready, record, desired_reason, prefix=DEFAULT_PREFIX):
         if not ours:
             return dict(action="none", forget=stale, message="%s: not ready; already drained by someone else%s: their "
                         "reason kept (%s)" % (node, _who(info, prefix), info["reason"] or "no reason"))
-        if info["reason"] == desired_reason:
-            return dict(action="none", forget=False, message="%s: not ready; drained by us already (%s)" % (node, desired_reason))
-        return dict(action="drain", forget=False, message="%s: not ready; our drain's reason updated to: %s" % (node, desired_reason))
+        if info["reason"] == desired_reason or (failed_names is not None and same_checks(record, failed_names)):
+            return dict(action="none", forget=False, message="%s: not ready; drained by us already, reason kept while "
+                        "the same checks fail (%s)" % (node, info["reason"]))
+        return dict(action="drain", forget=False, message="%s: not ready; other checks fail now: our drain's reason "
+                    "updated to: %s" % (node, desired_reason))
     return dict(action="drain", forget=stale, message="%s: not ready; draining: %s" % (node, desired_reason))
 
 
@@ -198,25 +261,41 @@ def record_path(state_dir, node):
 
 
 def read_record(state_dir, node):
-    """The drain we recorded for node, or None (absent, unreadable or not ours: never trusted when broken)."""
+    """The drain we recorded (or intended) for node, or None (absent, unreadable, not a plain file, not ours: never
+    trusted when broken)."""
     try:
-        with open(record_path(state_dir, node)) as handle:
-            data = json.load(handle)
+        fd = os.open(record_path(state_dir, node), os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    try:
+        with os.fdopen(fd) as handle:
+            data = json.loads(handle.read(1 << 16))
     except (IOError, OSError, ValueError):
         return None
-    return data if isinstance(data, dict) and data.get("reason") and data.get("time") else None
+    if not isinstance(data, dict):
+        return None
+    if data.get("reason") and data.get("time"):
+        return data
+    return data if isinstance(data.get("pending"), dict) and data["pending"].get("reason") else None
 
 
-def write_record(state_dir, node, reason, when, user):
-    """Atomically (temp file + rename in the same directory, 0600) record the drain slurmctld now holds for us."""
+def write_record(state_dir, node, reason, when, user, checks=None, pending=None):
+    """Atomically (mkstemp + rename in the same directory, 0600) record the drain slurmctld holds for us and/or
+    the one we are about to set (``pending``: reason, checks, at)."""
     if not os.path.isdir(state_dir):
         os.makedirs(state_dir, 0o755)
     path = record_path(state_dir, node)
-    tmp = "%s.tmp.%d" % (path, os.getpid())
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0), 0o600)
-    with os.fdopen(fd, "w") as handle:
-        json.dump(dict(node=node, reason=reason, time=when, user=user), handle)
-    os.rename(tmp, path)
+    fd, tmp = tempfile.mkstemp(prefix=".slurm-", suffix=".tmp", dir=state_dir)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            json.dump(dict(node=node, reason=reason, time=when, user=user, checks=checks, pending=pending), handle)
+        os.rename(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def forget_record(state_dir, node):
@@ -226,16 +305,47 @@ def forget_record(state_dir, node):
         pass
 
 
+def still_as_read(before, now, record, action):
+    """Right before scontrol: whether the node is as we decided on it (a person may have drained or resumed it
+    since our first sinfo). A resume also needs the drain still ours."""
+    if now is None:
+        return False
+    if action == "resume":
+        return owned(now, record)
+    return (is_drained(now["state"]) == is_drained(before["state"]) and now["reason"] == before["reason"]
+            and now["time"] == before["time"] and not hands_off(now["state"]))
+
+
+def _read(run, sinfo, node):
+    """(info or None, error or None) from one sinfo call."""
+    rc, out, err = run(sinfo_argv(sinfo, node))
+    if rc != 0:
+        return None, explain_failure("sinfo", rc, out, err, node)
+    info = parse_sinfo(out, node)
+    if info is None:
+        return None, ("%s: Slurm does not know this node (sinfo lists no such node); set preflight_slurm_node_name to its "
+                      "Slurm name" % node)
+    return info, None
+
+
 def apply(node, ready, failed, run, find, prefix=DEFAULT_PREFIX, state_dir=DEFAULT_STATE_DIR, check_mode=False,
-          max_length=MAX_REASON):
+          max_length=MAX_REASON, resume=True):
     """Decide and act for one node. ``run(argv) -> (rc, stdout, stderr)``; ``find(name) -> path or None``.
 
     Returns dict(node, action, changed, message, state, reason, error, notice): ``error`` set (and nothing changed)
     when scontrol/sinfo are missing, slurmctld is unreachable or the node is unknown; ``notice`` when a person should
-    read the message (something done, a drain or state left alone, an error).
+    read the message (something done, a drain or state left alone, an error). ``resume=False``: drain only.
+    Order, so that a kill at any moment leaves nothing we would never resume: intent recorded, sinfo read again,
+    scontrol, sinfo read back, record completed; a resume runs scontrol first, then forgets the record.
     """
     outcome = dict(node=node, action="none", changed=False, state=None, reason=None, error=None, message="", notice=True)
+    try:
+        validate_node_name(node)
+    except ValueError as exc:
+        outcome["error"] = outcome["message"] = str(exc)
+        return outcome
     desired = drain_reason(prefix, failed, max_length)
+    names = sorted(set(clean_text(check.get("name") or "check") for check in failed))
     tools = {}
     for name in ("sinfo", "scontrol"):
         tools[name] = find(name)
@@ -244,17 +354,12 @@ def apply(node, ready, failed, run, find, prefix=DEFAULT_PREFIX, state_dir=DEFAU
                                  "that has them: preflight_slurm_host)" % (node, name))
             outcome["message"] = outcome["error"]
             return outcome
-    rc, out, err = run(sinfo_argv(tools["sinfo"], node))
-    if rc != 0:
-        outcome["error"] = outcome["message"] = explain_failure("sinfo", rc, out, err, node)
-        return outcome
-    info = parse_sinfo(out, node)
-    if info is None:
-        outcome["error"] = outcome["message"] = ("%s: Slurm does not know this node (sinfo lists no such node); set "
-                                                 "preflight_slurm_node_name to its Slurm name" % node)
+    info, error = _read(run, tools["sinfo"], node)
+    if error:
+        outcome["error"] = outcome["message"] = error
         return outcome
     record = read_record(state_dir, node)
-    decision = decide(info, ready, record, desired, prefix)
+    decision = decide(info, ready, record, desired, prefix, failed_names=names, resume=resume)
     outcome.update(state=info["state"], reason=info["reason"], action=decision["action"], message=decision["message"],
                    notice=decision["action"] != "none" or is_drained(info["state"]) or bool(hands_off(info["state"])))
     if decision["action"] == "none":
@@ -265,6 +370,17 @@ def apply(node, ready, failed, run, find, prefix=DEFAULT_PREFIX, state_dir=DEFAU
     if check_mode:
         outcome["message"] = "(check mode, nothing done) " + outcome["message"]
         return outcome
+    if decision["action"] == "drain":
+        kept = record if owned(info, record) else {}
+        write_record(state_dir, node, kept.get("reason"), kept.get("time"), kept.get("user"), kept.get("checks"),
+                     pending=dict(reason=desired, checks=names, at=time.time()))
+        record = read_record(state_dir, node)
+    now, error = _read(run, tools["sinfo"], node)
+    if error or not still_as_read(info, now, record, decision["action"]):
+        outcome.update(changed=False, action="none", notice=True)
+        outcome["message"] = ("%s: the node changed between our read and our update (now: %s): left alone"
+                              % (node, error or "%s, %s" % (now["state"], now["reason"] or "no reason")))
+        return outcome
     rc, out, err = run(scontrol_argv(tools["scontrol"], node, decision["action"], desired))
     if rc != 0:
         outcome.update(changed=False, action="none")
@@ -274,13 +390,12 @@ def apply(node, ready, failed, run, find, prefix=DEFAULT_PREFIX, state_dir=DEFAU
         forget_record(state_dir, node)
         outcome["reason"] = ""
         return outcome
-    rc, out, err = run(sinfo_argv(tools["sinfo"], node))
-    after = parse_sinfo(out, node) if rc == 0 else None
+    after, error = _read(run, tools["sinfo"], node)
     if not after or after["reason"] != desired:
-        outcome["error"] = ("%s: drained, but sinfo did not show our reason back (%s): not recorded as ours, so it will not "
-                            "be resumed automatically" % (node, clean_text(out or err)[:200]))
+        outcome["error"] = ("%s: drained, but sinfo did not show our reason back (%s): our intent stays recorded, the "
+                            "next run adopts the drain when sinfo shows it" % (node, error or after["reason"]))
         outcome["message"] += "; " + outcome["error"]
         return outcome
-    write_record(state_dir, node, desired, after["time"], after["user"])
+    write_record(state_dir, node, desired, after["time"], after["user"], names)
     outcome.update(state=after["state"], reason=desired)
     return outcome

@@ -31,12 +31,15 @@ def test_bundle_runs_on_a_bare_python(tmp_path):
     config = tmp_path / "c.json"
     config.write_text(json.dumps({"policy": {"profiles": [], "min_available_memory": "1MiB", "max_build_processes": 100000,
                                              "max_memory_pressure": 100,
-                                             "custom_checks": [{"name": "c", "query": "memory.host.total_bytes", "min": 0}]}}))
+                                             "custom_checks": [{"name": "c", "query": "memory.host.total_bytes", "min": 0}]},
+                                  "slurm": {"state_dir": str(tmp_path / "state")}}))
     done = subprocess.run([oldest_python(), "-I", str(pyz), "--config", str(config), "--mode", "npd", "-v"],
                           env={}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=60, check=False)
     text = done.stdout.decode()
     assert done.returncode == 0, (text, done.stderr.decode())
     assert text.startswith("ready: ")
+    assert len(text.splitlines()) == 1, text  # npd: the one line node-problem-detector keeps, no "took 0.05 s"
+    assert "took " in done.stderr.decode()
 
 
 def test_complete_policy_names_the_option():
@@ -45,3 +48,21 @@ def test_complete_policy_names_the_option():
                          ({"build_path": "rel"}, "build_path")):
         with pytest.raises(ValueError, match=words):
             health_check_bundle.complete_policy(given)
+
+
+def test_a_policy_that_cannot_finish_before_slurmd_kills_it_is_refused():
+    """Issue 28.6: gpu_timeout 61 under slurmd (killed at 60 s) ran 61 s, killed every time."""
+    policy = health_check_bundle.complete_policy({"profiles": ["gpu"], "gpu_timeout": 61})
+    with pytest.raises(ValueError, match="gpu_timeout: 61.0 s cannot fit the health check's 50 s deadline"):
+        health_check_bundle.check_deadline(policy, 50, "slurm", True, 5)
+    with pytest.raises(ValueError, match="at most 55 s"):
+        health_check_bundle.check_deadline(health_check_bundle.complete_policy({}), 58, "slurm", True, 5)
+    assert health_check_bundle.check_deadline(health_check_bundle.complete_policy({"profiles": ["gpu"]}), 50, "slurm",
+                                              True, 5) == 50
+    custom = health_check_bundle.complete_policy({"profiles": [], "custom_checks": [
+        {"name": "c", "query": "gpus.count", "min": 1}], "gpu_timeout": 61})
+    with pytest.raises(ValueError, match="gpu_timeout"):  # a custom check on the gpus facts runs nvidia-smi too
+        health_check_bundle.check_deadline(custom, 50, "slurm", True, 5)
+    # no GPU profile: nvidia-smi is never run, its timeout is not waited on
+    assert health_check_bundle.check_deadline(health_check_bundle.complete_policy({"gpu_timeout": 61, "profiles": []}), 50, "slurm",
+                                              True, 5) == 50

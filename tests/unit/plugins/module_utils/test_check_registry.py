@@ -366,7 +366,7 @@ def test_each_check_reads_what_its_registry_entry_lists(fixture_facts):
 def test_registry_names_are_unique_and_options_are_in_the_table():
     names = [entry["name"] for entry in _policy.CHECKS]
     assert len(names) == len(set(names))
-    assert set(entry["profile"] for entry in _policy.CHECKS) == {"common"} | set(_policy.PROFILES)
+    assert set(entry["profile"] for entry in _policy.CHECKS) == {"always"} | set(_policy.PROFILES)
     for entry in _policy.CHECKS:
         assert set(entry["options"]) <= set(table.BY_NAME), entry["name"]
 

@@ -10,10 +10,12 @@ __metaclass__ = type
 
 import io
 import json
+import os
 
 import pytest
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._node_check import _health_check as hc
+from ansible_collections.gpufleet.preflight.plugins.module_utils._node_check import _hc_runtime
 
 
 def test_parse_args():
@@ -30,6 +32,10 @@ def test_parse_args():
     ('{"polcy": {}}', "unknown keys polcy"),
     ('{"policy": {"min_available_memry": 1}}', "unknown options min_available_memry"),
     ('{"slurm": {"reason_prefix": "two words"}}', "reason_prefix"),
+    ('{"slurm": {"node_name": "gpu[1-8]"}}', "slurm: node_name: 'gpu\\[1-8\\]' is not one Slurm node name"),
+    ('{"slurm": {"node_name": "ALL"}}', "not one Slurm node name"),
+    ('{"slurm": {"resume": "no"}}', "resume must be true or false"),
+    ('{"deadline_seconds": 0}', "deadline_seconds: 0 must be a number of seconds from 5 to 600"),
 ])
 def test_bad_config(tmp_path, text, words):
     path = tmp_path / "c.json"
@@ -52,11 +58,12 @@ def test_exit_codes_and_first_line():
 def test_main_on_this_host_writes_metrics(tmp_path):
     config = tmp_path / "c.json"
     config.write_text(json.dumps({"policy": {"profiles": [], "min_available_memory": "1MiB", "max_build_processes": 100000,
-                                             "max_memory_pressure": 100}, "metrics_dir": str(tmp_path)}))
+                                             "max_memory_pressure": 100}, "metrics_dir": str(tmp_path),
+                                  "slurm": {"state_dir": str(tmp_path / "state")}}))
     out = io.StringIO()
     assert hc.main(["--config", str(config), "--mode", "check"], {"PATH": "/usr/bin:/bin"}, out) == 0
     assert out.getvalue().startswith("ready: ")
-    assert 'gpufleet_preflight_ready{source="health_check"} 1' in (tmp_path / "gpufleet_preflight.prom").read_text()
+    assert 'gpufleet_preflight_ready{source="health_check"} 1' in (tmp_path / "gpufleet_preflight_health_check.prom").read_text()
 
 
 def test_missing_config_is_unknown():
@@ -64,3 +71,16 @@ def test_missing_config_is_unknown():
     assert hc.main(["--config", "/nonexistent/c.json"], {}, out) == 2
     first = out.getvalue().splitlines()[0]
     assert first.startswith("unknown: config /nonexistent/c.json") and len(first) <= 80
+
+
+def test_a_live_previous_run_is_reported_not_doubled(tmp_path):
+    config = tmp_path / "c.json"
+    config.write_text(json.dumps({"policy": {"profiles": []}, "slurm": {"state_dir": str(tmp_path), "node_name": "n1"}}))
+    fd, _why = _hc_runtime.take_lock(_hc_runtime.lock_path(str(tmp_path), "n1"))
+    try:
+        out, err = io.StringIO(), io.StringIO()
+        assert hc.main(["--config", str(config), "--mode", "check"], {"PATH": "/usr/bin:/bin"}, out, err) == 2
+    finally:
+        os.close(fd)
+    assert out.getvalue().startswith("unknown: a previous run is still running (pid ")
+    assert len(out.getvalue().splitlines()) == 1 and "this run did nothing" in err.getvalue()

@@ -9,6 +9,7 @@ __metaclass__ = type
 
 import json
 import os
+import time
 
 import pytest
 
@@ -146,3 +147,99 @@ def test_apply_missing_tool_and_unknown_node(tmp_path):
 def test_broken_record_is_not_trusted(tmp_path):
     (tmp_path / "slurm-node1.json").write_text("{not json")
     assert _slurm.read_record(str(tmp_path), "node1") is None
+
+
+# ---------------------------------------------------------------- issue 27.2 / 28.6 / 28.7
+
+HUNG = ("unknown: nvidia-smi state is timeout: nvidia-smi did not answer within 10s and was killed: the driver may be "
+        "wedged; check `dmesg | grep -i xid` and consider a GPU reset or reboot")
+
+
+def find(name):
+    return "/usr/bin/" + name
+
+
+@pytest.mark.parametrize("name", ["gpu[1-8]", "ALL", "all", "a,b", "a b", "", "-x", "n\n1", None, "x" * 65])
+def test_node_names_slurm_reads_as_many_are_refused(tmp_path, name):
+    with pytest.raises(ValueError, match="not one Slurm node name"):
+        _slurm.validate_node_name(name)
+    slurm = FakeSlurm()
+    out = _slurm.apply(name, False, [], slurm.run, find, state_dir=str(tmp_path))
+    assert "not one Slurm node name" in out["error"] and not slurm.calls and not out["changed"]
+
+
+def test_reason_names_the_real_cause():
+    failed = [dict(name="gpu_count", message=HUNG)] + [dict(name="c%d" % i, message=HUNG) for i in range(5)]
+    assert _slurm.drain_reason("gpufleet:", failed) == "gpufleet: gpu_count: nvidia-smi did not answer within 10s (+5 more)"
+    assert _slurm.cause("effective available memory 1Gi is below the 8Gi required: free memory; or x") == \
+        "effective available memory 1Gi is below the 8Gi required"
+
+
+def test_reason_kept_while_the_same_checks_fail(tmp_path):
+    slurm = FakeSlurm()
+    first = _slurm.apply("node1", False, [dict(name="available_memory", message="1Gi is below 8Gi: free it")], slurm.run,
+                         find, state_dir=str(tmp_path))
+    assert first["action"] == "drain" and slurm.node["reason"] == "gpufleet: available_memory: 1Gi is below 8Gi"
+    when = slurm.node["time"]
+    slurm.calls[:] = []
+    again = _slurm.apply("node1", False, [dict(name="available_memory", message="2Gi is below 8Gi: free it")], slurm.run,
+                         find, state_dir=str(tmp_path))
+    assert again["action"] == "none" and "reason kept while the same checks fail" in again["message"]
+    assert slurm.node["reason"] == "gpufleet: available_memory: 1Gi is below 8Gi" and slurm.node["time"] == when
+    assert not [call for call in slurm.calls if "update" in call]
+    other = _slurm.apply("node1", False, [dict(name="build_processes", message="1 build process still running: x")],
+                         slurm.run, find, state_dir=str(tmp_path))
+    assert other["action"] == "drain" and slurm.node["reason"] == "gpufleet: build_processes: 1 build process still running"
+
+
+def test_drain_only_never_resumes(tmp_path):
+    slurm = FakeSlurm()
+    _slurm.apply("node1", False, [dict(name="a", message="bad")], slurm.run, find, state_dir=str(tmp_path), resume=False)
+    out = _slurm.apply("node1", True, [], slurm.run, find, state_dir=str(tmp_path), resume=False)
+    assert out["action"] == "none" and "drain-only mode" in out["message"] and slurm.node["state"] == "drained"
+    assert os.path.exists(str(tmp_path / "slurm-node1.json"))  # still ours: a later normal run may resume it
+    assert _slurm.apply("node1", True, [], slurm.run, find, state_dir=str(tmp_path))["action"] == "resume"
+
+
+class PersonInTheWindow(FakeSlurm):
+    """A person drains the node between our first sinfo and our scontrol."""
+
+    def run(self, argv):
+        if argv[0].endswith("sinfo") and len([c for c in self.calls if c[0].endswith("sinfo")]) == 1:
+            self.node.update(state="drained", reason="admin: bad fan", time="2026-12-01T22:30:00")
+        return FakeSlurm.run(self, argv)
+
+
+def test_a_drain_set_between_sinfo_and_scontrol_is_never_overwritten(tmp_path):
+    slurm = PersonInTheWindow()
+    out = _slurm.apply("node1", False, [dict(name="a", message="bad")], slurm.run, find, state_dir=str(tmp_path))
+    assert out["action"] == "none" and not out["changed"] and "changed between our read and our update" in out["message"]
+    assert slurm.node["reason"] == "admin: bad fan" and not [call for call in slurm.calls if "update" in call]
+
+
+class KilledAfterScontrol(FakeSlurm):
+    def run(self, argv):
+        answer = FakeSlurm.run(self, argv)
+        if "State=DRAIN" in argv:
+            raise KeyboardInterrupt("killed right after the drain")
+        return answer
+
+
+def test_a_run_killed_between_drain_and_record_still_owns_its_drain(tmp_path):
+    """Issue 28.6: the intent is recorded before scontrol, so the drain is adopted and resumed later."""
+    slurm = KilledAfterScontrol()
+    slurm.node["time"] = ""
+    with pytest.raises(KeyboardInterrupt):
+        _slurm.apply("node1", False, [dict(name="a", message="bad")], slurm.run, find, state_dir=str(tmp_path))
+    slurm.node["time"] = time.strftime("%Y-%m-%dT%H:%M:%S")  # slurmctld's time of the drain: now
+    record = _slurm.read_record(str(tmp_path), "node1")
+    assert record["pending"]["reason"] == "gpufleet: a: bad" and not record["time"]
+    out = _slurm.apply("node1", True, [], FakeSlurm.run.__get__(slurm), find, state_dir=str(tmp_path))
+    assert out["action"] == "resume" and slurm.node["state"] == "idle"
+
+
+def test_a_pending_intent_never_adopts_an_older_drain(tmp_path):
+    record = dict(pending=dict(reason="gpufleet: a: bad", checks=["a"], at=time.time()))
+    old = info("drained", "gpufleet: a: bad", "2020-01-01T00:00:00")
+    assert not _slurm.owned(old, record)
+    assert _slurm.owned(info("drained", "gpufleet: a: bad", time.strftime("%Y-%m-%dT%H:%M:%S")), record)
