@@ -36,10 +36,13 @@ import errno
 import fcntl
 import json
 import os
+import math
 import resource
 import signal
+import stat
 import subprocess
 import sys
+import tempfile
 import time
 
 SOURCE_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx", ".c", ".C", ".c++")
@@ -83,9 +86,35 @@ def source_key(source, root=None, cwd=None):
     return path
 
 
+def _number(value, low=0):
+    """``value`` when it is a finite real number >= ``low`` (not a bool, not a string), else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or math.isinf(value):
+        return None
+    return value if value >= low else None
+
+
+def valid_peak(entry):
+    """A peaks.json entry as the launcher wrote it, or None (a number, a list, NaN, "4GiB", a string ``seconds``,
+    a negative or zero peak: never seen - a negative peak would lift the budget of every other compile)."""
+    if not isinstance(entry, dict) or not _number(entry.get("peak_bytes"), 1):
+        return None
+    if entry.get("seconds") is not None and _number(entry.get("seconds")) is None:
+        return None
+    return entry
+
+
+def valid_entry(pid, entry):
+    """Whether a ledger entry is one a launcher wrote (a bad one is dropped, never trusted)."""
+    return (str(pid).isdigit() and isinstance(entry, dict) and entry.get("state") in ("waiting", "running")
+            and _number(entry.get("bytes")) is not None and _number(entry.get("since")) is not None
+            and (entry.get("seconds") is None or _number(entry.get("seconds")) is not None)
+            and (entry.get("started") is None or _number(entry.get("started")) is not None)
+            and (entry.get("child") is None or _number(entry.get("child"), 1) is not None))
+
+
 def expected_seconds(peaks, key):
     """How long this source took the last time (None: never seen, or killed)."""
-    entry = (peaks or {}).get(key) if key else None
+    entry = valid_peak((peaks or {}).get(key)) if key else None
     if entry and entry.get("seconds") and not entry.get("killed"):
         return float(entry["seconds"])
     return None
@@ -93,15 +122,17 @@ def expected_seconds(peaks, key):
 
 def expected_bytes(peaks, key, default_bytes, margin):
     """(bytes this compile is expected to need, whether it was learned)."""
-    entry = (peaks or {}).get(key) if key else None
+    entry = valid_peak((peaks or {}).get(key)) if key else None
     if entry and entry.get("peak_bytes"):
         return int(entry["peak_bytes"] * margin), True
     return int(default_bytes), False
 
 
 def reclaim(ledger, alive):
-    """The ledger without the entries whose launcher is gone."""
-    return dict((pid, entry) for pid, entry in (ledger or {}).items() if alive(int(pid)))
+    """The ledger without bad entries and those whose launcher is gone - unless its compiler still runs (a SIGKILLed
+    launcher's compiler gets SIGKILL too, by PR_SET_PDEATHSIG; until it is gone it holds its reservation)."""
+    return dict((pid, entry) for pid, entry in (ledger or {}).items() if valid_entry(pid, entry)
+                and (alive(int(pid)) or (entry.get("child") and alive(int(entry["child"])))))
 
 
 def decide(ledger, pid, budget_bytes, now=None):
@@ -175,19 +206,23 @@ def record(peaks, key, peak_bytes, seconds, killed, now):
     if not key:
         return peaks
     peak = int(peak_bytes)
-    previous = peaks.get(key) or {}
+    previous = valid_peak(peaks.get(key)) or {}
     if killed:
         peak = max(peak, int(previous.get("peak_bytes") or 0))
     elif previous.get("peak_bytes") and previous.get("seconds") and not previous.get("killed") \
             and float(seconds) < 0.25 * float(previous["seconds"]) and peak < int(previous["peak_bytes"]):
         # far quicker and smaller than last time: a compiler cache hit (ccache/sccache after this launcher), not
         # what the source costs to compile - keep what was learned
-        entry = dict(previous, runs=int(previous.get("runs", 0)) + 1, cache_hits=int(previous.get("cache_hits", 0)) + 1)
+        entry = dict(previous, runs=_count(previous, "runs") + 1, cache_hits=_count(previous, "cache_hits") + 1)
         peaks[key] = entry
         return peaks
     peaks[key] = {"peak_bytes": peak, "seconds": round(float(seconds), 1), "killed": bool(killed), "at": int(now),
-                  "runs": int(previous.get("runs", 0)) + 1}
+                  "runs": _count(previous, "runs") + 1}
     return peaks
+
+
+def _count(entry, name):
+    return int(_number(entry.get(name)) or 0)
 
 
 UNLIMITED = 1 << 60
@@ -244,9 +279,20 @@ def budget(config, limit=None, available=None):
 
 
 # -- files ----------------------------------------------------------------------------------------------------------
+def open_regular(path, flags):
+    """A descriptor of ``path`` only when it is a regular file: a FIFO planted there never blocks the open
+    (O_NONBLOCK), a symlink is not followed (O_NOFOLLOW). OSError otherwise."""
+    fd = os.open(path, flags | os.O_NONBLOCK | os.O_NOFOLLOW, 0o644)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file", path)
+    return fd
+
+
 def load_json(path):
+    """The JSON object in ``path``; {} when missing, unreadable, not a regular file or not an object."""
     try:
-        with open(path) as handle:
+        with os.fdopen(open_regular(path, os.O_RDONLY)) as handle:
             data = json.load(handle)
         return data if isinstance(data, dict) else {}
     except (IOError, OSError, ValueError):
@@ -254,27 +300,32 @@ def load_json(path):
 
 
 def save_json(path, data):
-    tmp = "%s.%d.tmp" % (path, os.getpid())
-    with open(tmp, "w") as handle:
-        json.dump(data, handle, indent=0, sort_keys=True)
-    os.rename(tmp, path)
+    """Replace ``path`` atomically by a temp file made fresh in its folder (mkstemp: never through a planted link)."""
+    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", suffix=".tmp", dir=os.path.dirname(path) or ".")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            os.fchmod(handle.fileno(), 0o644)
+            json.dump(data, handle, indent=0, sort_keys=True)
+        os.rename(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
 
 
 class Locked(object):
-    """flock on a lock file for the time of a with-block."""
+    """flock on a lock file (a regular file; a FIFO or link there is refused) for the time of a with-block."""
 
     def __init__(self, path):
         self.path = path
-        self.handle = None
+        self.fd = None
 
     def __enter__(self):
-        self.handle = open(self.path, "a")
-        fcntl.flock(self.handle, fcntl.LOCK_EX)
+        self.fd = open_regular(self.path, os.O_RDWR | os.O_CREAT)
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
         return self
 
     def __exit__(self, *exc):
-        fcntl.flock(self.handle, fcntl.LOCK_UN)
-        self.handle.close()
+        os.close(self.fd)   # closing the only descriptor releases the flock
 
 
 def pid_alive(pid):
@@ -347,23 +398,26 @@ def load_config(path):
 
 
 # -- the launcher ---------------------------------------------------------------------------------------------------
-def wait_for_room(config, key, need, pid, log, seconds=None):
-    """Queue in the ledger, wait until admitted; returns (seconds waited, budget)."""
+class Stopped(Exception):
+    """A signal asked this launcher to end while it waited (raised by the main path, never by a handler)."""
+
+
+def wait_for_room(config, key, need, pid, log, seconds=None, stopped=lambda: None):
+    """Queue in the ledger, wait until admitted; returns (seconds waited, budget). Stopped when ``stopped()`` names
+    a signal (checked outside the lock: a handler only sets a flag, so nothing ever waits on a lock it holds)."""
     state = config["state_dir"]
     ledger_path = os.path.join(state, "ledger.json")
     lock_path = os.path.join(state, "ledger.lock")
     room = budget(config, cgroup_limit(), mem_available())
     start = time.time()
-    with Locked(lock_path):
-        ledger = reclaim(load_json(ledger_path), pid_alive)
-        ledger[str(pid)] = {"state": "waiting", "bytes": need, "source": key, "since": start, "seconds": seconds}
-        save_json(ledger_path, ledger)
+    mine = {"state": "waiting", "bytes": need, "source": key, "since": start, "seconds": seconds}
     said = False
     while True:
+        if stopped():
+            raise Stopped()
         with Locked(lock_path):
             ledger = reclaim(load_json(ledger_path), pid_alive)
-            if str(pid) not in ledger:
-                ledger[str(pid)] = {"state": "waiting", "bytes": need, "source": key, "since": start, "seconds": seconds}
+            ledger.setdefault(str(pid), dict(mine))
             if decide(ledger, pid, room):
                 ledger[str(pid)]["state"] = "running"
                 ledger[str(pid)]["started"] = time.time()
@@ -376,22 +430,35 @@ def wait_for_room(config, key, need, pid, log, seconds=None):
         time.sleep(float(config["poll_seconds"]))
 
 
-def hold(config, pid, live_bytes):
-    """Raise this launcher's running reservation to what its compile holds (``grown``), when that is more."""
+def update(config, pid, change):
+    """Apply ``change(entry)`` to this launcher's running entry under the lock (it returns whether to save)."""
     state = config["state_dir"]
     with Locked(os.path.join(state, "ledger.lock")):
         ledger = load_json(os.path.join(state, "ledger.json"))
         entry = ledger.get(str(pid))
-        if entry and entry.get("state") == "running":
-            wanted = grown(entry["bytes"], live_bytes, float(config["margin"]))
-            if wanted > entry["bytes"]:
-                entry["bytes"], entry["grown"] = wanted, True
-                save_json(os.path.join(state, "ledger.json"), ledger)
+        if valid_entry(pid, entry) and entry["state"] == "running" and change(entry):
+            save_json(os.path.join(state, "ledger.json"), ledger)
 
 
-def wait_holding(config, pid, child):
-    """Wait for the compiler; while it runs, hold in the ledger what its process tree really uses. Its return code."""
+def hold(config, pid, live_bytes):
+    """Raise this launcher's running reservation to what its compile holds (``grown``), when that is more."""
+    def grow(entry):
+        wanted = grown(entry["bytes"], live_bytes, float(config["margin"]))
+        if wanted > entry["bytes"]:
+            entry["bytes"], entry["grown"] = wanted, True
+            return True
+        return False
+    update(config, pid, grow)
+
+
+def wait_holding(config, pid, child, stopped=lambda: None):
+    """Wait for the compiler; while it runs, hold in the ledger what its process tree really uses. Its return code.
+    A signal the handler could not forward (it came before the compiler existed) is forwarded here."""
+    forwarded = None
     while True:
+        if stopped() and forwarded is None:
+            forwarded = stopped()
+            child.send_signal(forwarded)
         try:
             return child.wait(timeout=float(config["sample_seconds"]))   # returns as the compiler ends, not later
         except subprocess.TimeoutExpired:
@@ -412,6 +479,42 @@ def learn(config, key, peak, seconds, killed):
         save_json(peaks_path, record(load_json(peaks_path), key, peak, seconds, killed, time.time()))
 
 
+def die_with_parent():
+    """preexec of the compiler: SIGKILL it when this launcher dies (PR_SET_PDEATHSIG), so a SIGKILLed launcher
+    never leaves a compile running outside the ledger. Linux only; elsewhere the ledger keeps its entry while the
+    compiler's pid lives."""
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)   # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError, ImportError):
+        pass
+
+
+def run_admitted(config, key, argv, peaks, stop):
+    """Wait for room, run the compiler, leave the ledger, learn its peak. The compiler's exit status."""
+    need, _learned = expected_bytes(peaks, key, config["default_bytes"], float(config["margin"]))
+    pid = os.getpid()
+    stopped = lambda: stop["signal"]   # noqa: E731
+    try:
+        wait_for_room(config, key, need, pid, lambda text: sys.stderr.write(text + "\n"),
+                      expected_seconds(peaks, key), stopped)
+        if stopped():
+            raise Stopped()
+        start = time.time()
+        child = subprocess.Popen(argv, preexec_fn=die_with_parent)
+        stop["child"] = child
+        update(config, pid, lambda entry: entry.update(child=child.pid) or True)
+        rc = wait_holding(config, pid, child, stopped)
+        seconds = time.time() - start
+    except Stopped:
+        return 128 + stop["signal"]
+    finally:
+        leave(config, pid)
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+    learn(config, key, peak, seconds, killed_by_signal(rc))
+    return 128 - rc if rc < 0 else rc
+
+
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     config_path = None
@@ -429,41 +532,31 @@ def main(argv=None):
         key = source_key(source_of(argv[1:]), config.get("root"))
     if config is None or key is None:   # not a compile of a source: run it as is
         os.execvp(argv[0], argv)
-    try:
-        os.makedirs(config["state_dir"])
-    except OSError:
-        pass
-    try:
-        os.makedirs(os.path.dirname(config["peaks_path"]))
-    except OSError:
-        pass
-    peaks = load_json(config["peaks_path"])
-    need, _learned = expected_bytes(peaks, key, config["default_bytes"], float(config["margin"]))
-    pid = os.getpid()
-    room = None
-    child = None
+    for folder in (config["state_dir"], os.path.dirname(config["peaks_path"])):
+        try:
+            os.makedirs(folder)
+        except OSError:
+            pass
+    stop = {"signal": None, "child": None}
 
     def forward(signum, _frame):
-        if child is not None and child.poll() is None:
-            child.send_signal(signum)
-        else:
-            leave(config, pid)
-            raise SystemExit(128 + signum)
+        # never block here (no lock, no file): note the signal, pass it to the compiler; the main path leaves
+        stop["signal"] = stop["signal"] or signum
+        child = stop["child"]
+        if child is not None and child.returncode is None:
+            try:
+                os.kill(child.pid, signum)
+            except OSError:
+                pass
 
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, forward)
     try:
-        _waited, room = wait_for_room(config, key, need, pid, lambda text: sys.stderr.write(text + "\n"),
-                                      expected_seconds(peaks, key))
-        start = time.time()
-        child = subprocess.Popen(argv)
-        rc = wait_holding(config, pid, child)
-        seconds = time.time() - start
-    finally:
-        leave(config, pid)
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
-    learn(config, key, peak, seconds, killed_by_signal(rc))
-    return 128 - rc if rc < 0 else rc
+        return run_admitted(config, key, argv, load_json(config["peaks_path"]), stop)
+    except (IOError, OSError) as exc:   # a lock that is a FIFO or a link, a folder not writable: say which
+        sys.stderr.write("gpufleet-admit: cannot use the admission state %s (%s): make it a regular file this user "
+                         "can write, or point state_dir/peaks_path elsewhere\n" % (exc.filename, exc.strerror))
+        return 2
 
 
 if __name__ == "__main__":

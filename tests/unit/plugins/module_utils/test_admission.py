@@ -169,3 +169,24 @@ def test_cgroup_limit_v1_and_v2(tmp_path):
     v2.write_text("0::/b\n")
     assert admission.cgroup_limit(str(v2), str(tmp_path / "v2")) == 3 * GIB
     assert admission.cgroup_limit(str(tmp_path / "none"), str(tmp_path)) is None
+
+
+@pytest.mark.parametrize("entry, ok", [
+    ({"peak_bytes": GIB, "seconds": 3.5}, True), ({"peak_bytes": GIB}, True),
+    (5, False), ([1, 2], False), ("4GiB", False), (None, False),
+    ({"peak_bytes": float("nan")}, False), ({"peak_bytes": float("inf")}, False), ({"peak_bytes": "4GiB"}, False),
+    ({"peak_bytes": GIB, "seconds": "12"}, False), ({"peak_bytes": -690 * 1024 ** 2}, False),
+    ({"peak_bytes": 0}, False), ({"peak_bytes": True}, False), ({"peak_bytes": GIB, "seconds": float("nan")}, False),
+])
+def test_valid_peak(entry, ok):
+    assert (admission.valid_peak(entry) is not None) is ok
+    # a bad entry is never seen: the default, not a crash and not a lifted budget
+    assert admission.expected_bytes({"a.cu": entry}, "a.cu", 5 * GIB, 1.0) == ((GIB, True) if ok else (5 * GIB, False))
+
+
+def test_reclaim_drops_bad_entries_and_keeps_a_dead_launchers_live_compiler():
+    good = entry("running", 1, 1)
+    ledger = {"10": good, "11": 5, "12": dict(good, bytes=-GIB), "x": good, "13": dict(good, since="now"),
+              "14": dict(good, child=99), "15": dict(good, child=98), "16": dict(good, state="done")}
+    alive = {10, 99}.__contains__
+    assert admission.reclaim(ledger, alive) == {"10": good, "14": dict(good, child=99)}
