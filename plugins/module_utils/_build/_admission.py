@@ -36,6 +36,7 @@ import errno
 import fcntl
 import json
 import os
+import re
 import math
 import resource
 import signal
@@ -336,10 +337,6 @@ def pid_alive(pid):
     return True
 
 
-UNITS = {"": 1, "B": 1, "K": 1024, "KB": 1000, "KIB": 1024, "M": 1024 ** 2, "MB": 1000 ** 2, "MIB": 1024 ** 2,
-         "G": 1024 ** 3, "GB": 1000 ** 3, "GIB": 1024 ** 3, "T": 1024 ** 4, "TB": 1000 ** 4, "TIB": 1024 ** 4}
-
-
 def parent_pids(proc="/proc"):
     """``{pid: ppid}`` of every process readable now (one that ends meanwhile is left out)."""
     parents = {}
@@ -367,27 +364,66 @@ def resident_bytes(pids, proc="/proc"):
     return total
 
 
-def to_bytes(value):
-    """An int, a number string or a size like 16GiB / 512M -> bytes; None / '' -> None."""
-    if value is None or value == "":
-        return None
-    if isinstance(value, (int, float)):
-        return int(value)
-    text = str(value).strip().replace(" ", "")
-    number = text.rstrip("BbKkMmGgTtIi")
-    unit = text[len(number):].upper()
-    if unit not in UNITS or not number:
-        raise ValueError("not a size: %r" % (value,))
-    return int(float(number) * UNITS[unit])
+# The project's one size rule (plugins/module_utils/_human.parse_size_option, held to the same answers by a table
+# test; this file stays stdlib-only): binary units or whole bytes; 64GB (10^9 or 2^30?) and "5 GiB" are refused.
+_DECIMAL_UNIT = re.compile(r"^\s*([0-9.]+)\s*([kKmMgGtTpPeE])[bB]\s*$")
+_SIZE_FORM = re.compile(r"([0-9]+(\.[0-9]+)?)(([KMGTPEkmgtpe])|([KMGTPE])iB|[Bb])?\Z")
+_POWERS = "BKMGTPE"
+
+
+def parse_size(option, value):
+    """A size the config holds -> bytes, or ValueError naming ``option``."""
+    if isinstance(value, float) and not (math.isnan(value) or math.isinf(value)) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise ValueError("%s: %r is not a size like 64GiB, 512MiB or a number of bytes" % (option, value))
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError("%s: %r is negative" % (option, value))
+        return value
+    decimal = _DECIMAL_UNIT.match(value)
+    if decimal:
+        raise ValueError("%s: %r is ambiguous (decimal GB = 10^9 bytes, or GiB = 2^30?): write %s%siB for powers of "
+                         "1024, or the number of bytes" % (option, value, decimal.group(1), decimal.group(2).upper()))
+    form = _SIZE_FORM.match(value.strip())
+    if not form:
+        raise ValueError("%s: %r is not a size like 64GiB, 512MiB or a number of bytes" % (option, value))
+    return int(round(float(form.group(1)) * 1024 ** _POWERS.index((form.group(4) or form.group(5) or "B").upper())))
+
+
+SIZES = ("budget_bytes", "reserve_bytes", "default_bytes")
+PATHS = ("state_dir", "peaks_path", "root")
+
+
+def checked_config(settings):
+    """``DEFAULTS`` updated by ``settings``: sizes in bytes, numbers checked; ValueError naming an unknown key or a
+    bad value (the sgl_kernel role and guarded_build build the file with the admission_config filter, which calls
+    this, so a value the launcher refuses is refused before the build)."""
+    unknown = sorted(set(settings) - set(DEFAULTS))
+    if unknown:
+        raise ValueError("unknown admission setting(s) %s: the settings are %s" % (", ".join(unknown), ", ".join(sorted(DEFAULTS))))
+    config = dict(DEFAULTS)
+    config.update(settings)
+    for name in SIZES:
+        if config[name] is not None:
+            config[name] = parse_size(name, config[name])
+    for name, low in (("default_times", 1), ("margin", 1), ("poll_seconds", 0.01), ("sample_seconds", 0.01)):
+        if _number(config[name], low) is None:
+            raise ValueError("%s: %r is not a number >= %s" % (name, config[name], low))
+    for name in PATHS:
+        if config[name] is not None and not isinstance(config[name], str):
+            raise ValueError("%s: %r is not a path" % (name, config[name]))
+    return config
 
 
 def load_config(path):
-    config = dict(DEFAULTS)
-    config.update(load_json(path))
-    for name in ("budget_bytes", "reserve_bytes", "default_bytes"):
-        config[name] = to_bytes(config.get(name))
-    config["default_bytes"] = (config["default_bytes"] or DEFAULTS["default_bytes"]) * int(config.get("default_times") or 1)
-    for name in ("state_dir", "peaks_path", "root"):
+    """The launcher's config file; ValueError naming what is wrong in it."""
+    settings = load_json(path)
+    if not settings and not os.path.isfile(path):
+        raise ValueError("%s is not a readable regular file" % path)
+    config = checked_config(settings)
+    config["default_bytes"] = (config["default_bytes"] or DEFAULTS["default_bytes"]) * int(config["default_times"])
+    for name in PATHS:
         if config.get(name):
             config[name] = os.path.expanduser(config[name])
     if not config.get("state_dir"):
@@ -528,7 +564,11 @@ def main(argv=None):
     key = None
     config = None
     if config_path:
-        config = load_config(config_path)
+        try:
+            config = load_config(config_path)
+        except ValueError as exc:
+            sys.stderr.write("gpufleet-admit: %s: %s\n" % (config_path, exc))
+            return 2
         key = source_key(source_of(argv[1:]), config.get("root"))
     if config is None or key is None:   # not a compile of a source: run it as is
         os.execvp(argv[0], argv)
