@@ -13,6 +13,7 @@ import pytest
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils import _human as human
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _admission as admission
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _admission_policy as policy
 
 GIB = 1024 ** 3
 
@@ -25,67 +26,74 @@ GIB = 1024 ** 3
     (["-MD", "-MF", "x.d", "y.cc"], "y.cc"),
 ])
 def test_source_of(argv, source):
-    assert admission.source_of(argv) == source
+    assert policy.source_of(argv) == source
 
 
 def test_source_key_relative_to_root_else_absolute():
-    assert admission.source_key("/t/sgl-kernel/csrc/a.cu", "/t/sgl-kernel") == "csrc/a.cu"
-    assert admission.source_key("csrc/a.cu", "/t/sgl-kernel", cwd="/t/sgl-kernel") == "csrc/a.cu"
-    assert admission.source_key("/off/mscclpp/x.cc", "/t/sgl-kernel") == "/off/mscclpp/x.cc"
-    assert admission.source_key("/t/sgl-kernel-2/a.cu", "/t/sgl-kernel") == "/t/sgl-kernel-2/a.cu"
-    assert admission.source_key(None, "/t") is None
+    assert policy.source_key("/t/sgl-kernel/csrc/a.cu", "/t/sgl-kernel") == "csrc/a.cu"
+    assert policy.source_key("csrc/a.cu", "/t/sgl-kernel", cwd="/t/sgl-kernel") == "csrc/a.cu"
+    assert policy.source_key("/off/mscclpp/x.cc", "/t/sgl-kernel") == "/off/mscclpp/x.cc"
+    assert policy.source_key("/t/sgl-kernel-2/a.cu", "/t/sgl-kernel") == "/t/sgl-kernel-2/a.cu"
+    assert policy.source_key(None, "/t") is None
 
 
 def test_expected_bytes_learned_or_default():
     peaks = {"csrc/fp8.cu": {"peak_bytes": 15 * GIB}}
-    assert admission.expected_bytes(peaks, "csrc/fp8.cu", 5 * GIB, 1.1) == (int(15 * GIB * 1.1), True)
-    assert admission.expected_bytes(peaks, "csrc/new.cu", 5 * GIB, 1.1) == (5 * GIB, False)
+    assert policy.expected_bytes(peaks, "csrc/fp8.cu", 5 * GIB, 1.1) == (int(15 * GIB * 1.1), True)
+    assert policy.expected_bytes(peaks, "csrc/new.cu", 5 * GIB, 1.1) == (5 * GIB, False)
 
 
 def entry(state, gib, since):
     return {"state": state, "bytes": int(gib * GIB), "since": since}
 
 
-def test_decide_fits_beside_running_ones():
-    ledger = {"1": entry("running", 2.8, 1), "2": entry("running", 2.8, 2), "3": entry("waiting", 2.8, 3)}
-    assert admission.decide(ledger, 3, 15 * GIB)
-    ledger["4"] = entry("waiting", 15, 4)
-    assert not admission.decide(ledger, 4, 15.5 * GIB)       # 15 beside 8.4 does not fit: waits
-    assert admission.decide({"4": entry("waiting", 17, 4)}, 4, 15.5 * GIB)   # alone it always runs
+def job(name, gib, seconds=None, threads=1, learned=True, since=0):
+    return {"pid": name, "bytes": int(gib * GIB), "seconds": seconds, "threads": threads, "learned": learned,
+            "since": since}
 
 
-def test_decide_first_come_first_served():
-    # a heavy source waiting is not overtaken by a light one that would delay it: it would starve
-    ledger = {"1": entry("running", 2.8, 1), "2": entry("waiting", 14, 2), "3": entry("waiting", 2, 3)}
-    assert not admission.decide(ledger, 3, 15.5 * GIB, now=10)
-    assert not admission.decide(ledger, 2, 15.5 * GIB, now=10)
-    # 1 GiB fits beside the heavy one even once it runs: no delay
-    ledger["3"] = entry("waiting", 1, 3)
-    assert admission.decide(ledger, 3, 15.5 * GIB, now=10)
-    del ledger["1"]
-    assert admission.decide(ledger, 2, 15.5 * GIB, now=10)
-    # nothing runs: the head starts at its next look, a later one may only start beside it
-    ledger["3"] = entry("waiting", 2, 3)
-    assert not admission.decide(ledger, 3, 15.5 * GIB, now=10)
-
-
-def test_decide_backfills_what_ends_before_the_head_fits():
-    running = dict(entry("running", 2.8, 1), started=0, seconds=100)      # ends at 100
-    ledger = {"1": running, "2": entry("waiting", 14, 2), "3": dict(entry("waiting", 2, 3), seconds=30)}
-    assert admission.decide(ledger, 3, 15.5 * GIB, now=10)        # ends at 40 < 100: does not delay the head
-    ledger["3"]["seconds"] = 95
-    assert not admission.decide(ledger, 3, 15.5 * GIB, now=10)    # would end at 105: it would
-    ledger["3"]["seconds"] = None
-    assert not admission.decide(ledger, 3, 15.5 * GIB, now=10)    # never seen: no backfilling
-
-
-@pytest.mark.parametrize("reserved, live, expected", [
-    (5 * GIB, 2 * GIB, 5 * GIB),                     # within what it reserved: unchanged
-    (5 * GIB, 10 * GIB, int(10 * GIB * 1.15)),        # a source never seen that holds more: what it holds, with margin
-    (int(15 * GIB * 1.15), 15 * GIB, int(15 * GIB * 1.15)),
+@pytest.mark.parametrize("waiting, running, budget_gib, cpus, picked", [
+    # the longest learned compile that fits starts first, not the first come
+    ([job("a", 1, 10, since=1), job("b", 1, 300, since=2), job("c", 1, 60, since=3)], [], 16, 4, "b"),
+    # the longest does not fit beside what runs: the longest that does
+    ([job("heavy", 14, 300), job("light", 2, 30)], [job("r", 3, 100)], 16, 4, "light"),
+    # nothing fits in memory
+    ([job("heavy", 14, 300)], [job("r", 3, 100)], 16, 4, None),
+    # alone it always runs, even above the budget or the CPUs
+    ([job("huge", 20, 300, threads=8)], [], 16, 4, "huge"),
+    # the CPUs, counting nvcc --threads: 3 of 4 used, a 2-thread compile waits, a 1-thread one starts
+    ([job("t2", 1, 100, threads=2), job("t1", 1, 10)], [job("r", 1, 100, threads=3)], 16, 4, "t1"),
+    ([job("t1", 1, 10)], [job("r", 1, 100, threads=4)], 16, 4, None),
+    # an unlearned one never starts beside another unlearned one; a learned one may start beside it (if it fits)
+    ([job("new", 1, learned=False)], [job("r", 1, learned=False)], 16, 4, None),
+    ([job("new", 1, learned=False), job("old", 1, 5)], [job("r", 1, learned=False)], 16, 4, "old"),
+    # ties and unknown times: first come
+    ([job("x", 1, since=5), job("y", 1, since=2)], [], 16, 4, "y"),
+    # an entry's own build budget (two builds on one node) decides for it
+    ([dict(job("b2", 4, 100), budget=6 * GIB)], [job("r", 3, 100)], 16, 4, None),
 ])
-def test_grown_reservation(reserved, live, expected):
-    assert admission.grown(reserved, live, 1.15) == expected
+def test_pick_next(waiting, running, budget_gib, cpus, picked):
+    choice = policy.pick_next(waiting, running, budget_gib * GIB, cpus)
+    assert (choice and choice["pid"]) == picked
+
+
+@pytest.mark.parametrize("held, live, phases, position, expected", [
+    (5 * GIB, 2 * GIB, [], 0, 5 * GIB),                        # unlearned: what it reserved ...
+    (5 * GIB, 10 * GIB, [], 0, int(10 * GIB * 1.15)),          # ... or more once it holds more
+    # learned phases: the largest still ahead, so it follows the compile down as cicc ends
+    (0, GIB, [["cudafe++", GIB], ["cicc", 10 * GIB], ["ptxas", 2 * GIB], ["cc1plus", GIB]], 0, int(10 * GIB * 1.15)),
+    (0, GIB, [["cudafe++", GIB], ["cicc", 10 * GIB], ["ptxas", 2 * GIB], ["cc1plus", GIB]], 2, int(2 * GIB * 1.15)),
+    (0, 3 * GIB, [["cudafe++", GIB], ["cicc", 10 * GIB], ["ptxas", 2 * GIB], ["cc1plus", GIB]], 3, int(3 * GIB * 1.15)),
+])
+def test_reservation_follows_the_phase(held, live, phases, position, expected):
+    assert policy.reservation({"bytes": held}, live, 1.15, phases, position) == expected
+
+
+def test_advance_through_the_learned_phases():
+    phases = [["cc1plus", 1], ["cicc", 9], ["ptxas", 2], ["cc1plus", 1]]
+    assert policy.advance(phases, 0, "cicc") == 1
+    assert policy.advance(phases, 1, "cc1plus") == 3        # the host compile after ptxas, not the preprocessing
+    assert policy.advance(phases, 2, "nvcc") == 2           # a name never learned: where it was
 
 
 @pytest.mark.parametrize("rc, was_killed", [
@@ -96,13 +104,13 @@ def test_grown_reservation(reserved, live, expected):
     (139, False),   # a segfault is the compiler's failure, not a kill
 ])
 def test_killed_by_signal(rc, was_killed):
-    assert admission.killed_by_signal(rc) is was_killed
+    assert policy.killed_by_signal(rc) is was_killed
 
 
 def test_tree_members_are_the_root_and_its_descendants():
     parents = {10: 1, 11: 10, 12: 11, 13: 10, 20: 1, 21: 20}   # nvcc 10 -> cicc 11 -> ptxas 12, cudafe++ 13
-    assert sorted(admission.tree_members(parents, 10)) == [10, 11, 12, 13]
-    assert admission.tree_members(parents, 99) == [99]
+    assert sorted(policy.tree_members(parents, 10)) == [10, 11, 12, 13]
+    assert policy.tree_members(parents, 99) == [99]
 
 
 def test_parent_pids_and_resident_bytes_of_this_process(tmp_path):
@@ -119,30 +127,30 @@ def test_parent_pids_and_resident_bytes_of_this_process(tmp_path):
 
 def test_reclaim_drops_dead_launchers():
     ledger = {"10": entry("running", 1, 1), "11": entry("waiting", 1, 2)}
-    assert admission.reclaim(ledger, lambda pid: pid == 11) == {"11": entry("waiting", 1, 2)}
+    assert policy.reclaim(ledger, lambda pid: pid == 11) == {"11": entry("waiting", 1, 2)}
 
 
 def test_record_last_wins_killed_keeps_larger():
-    peaks = admission.record({}, "a.cu", 3 * GIB, 60, False, 100)
+    peaks = policy.record({}, "a.cu", 3 * GIB, 60, False, 100)
     assert peaks["a.cu"]["peak_bytes"] == 3 * GIB and peaks["a.cu"]["runs"] == 1
-    peaks = admission.record(peaks, "a.cu", 2 * GIB, 50, False, 200)
+    peaks = policy.record(peaks, "a.cu", 2 * GIB, 50, False, 200)
     assert peaks["a.cu"]["peak_bytes"] == 2 * GIB and peaks["a.cu"]["runs"] == 2
-    peaks = admission.record(peaks, "a.cu", 1 * GIB, 5, True, 300)      # killed early: keeps what was known
+    peaks = policy.record(peaks, "a.cu", 1 * GIB, 5, True, 300)      # killed early: keeps what was known
     assert peaks["a.cu"]["peak_bytes"] == 2 * GIB and peaks["a.cu"]["killed"]
-    assert admission.record(peaks, None, GIB, 1, False, 1) == peaks
+    assert policy.record(peaks, None, GIB, 1, False, 1) == peaks
 
 
 def test_record_a_compiler_cache_hit_changes_nothing_learned():
-    peaks = admission.record({}, "fp8.cu", 15 * GIB, 250, False, 100)
-    hit = admission.record(peaks, "fp8.cu", GIB // 50, 2, False, 200)         # ccache: 2 s, 20 MiB
+    peaks = policy.record({}, "fp8.cu", 15 * GIB, 250, False, 100)
+    hit = policy.record(peaks, "fp8.cu", GIB // 50, 2, False, 200)         # ccache: 2 s, 20 MiB
     assert hit["fp8.cu"]["peak_bytes"] == 15 * GIB and hit["fp8.cu"]["seconds"] == 250 and hit["fp8.cu"]["cache_hits"] == 1
-    changed = admission.record(peaks, "fp8.cu", 12 * GIB, 200, False, 300)  # a real, smaller compile: learned
+    changed = policy.record(peaks, "fp8.cu", 12 * GIB, 200, False, 300)  # a real, smaller compile: learned
     assert changed["fp8.cu"]["peak_bytes"] == 12 * GIB
 
 
 def test_budget_smaller_of_config_and_cgroup_less_reserve():
-    assert admission.budget({"budget_bytes": 16 * GIB, "reserve_bytes": GIB // 2}, 12 * GIB, 20 * GIB) == 12 * GIB - GIB // 2
-    assert admission.budget({"budget_bytes": None, "reserve_bytes": 0}, None, 20 * GIB) == 20 * GIB
+    assert policy.budget({"budget_bytes": 16 * GIB, "reserve_bytes": GIB // 2}, 12 * GIB, 20 * GIB) == 12 * GIB - GIB // 2
+    assert policy.budget({"budget_bytes": None, "reserve_bytes": 0}, None, 20 * GIB) == 20 * GIB
 
 
 SIZE_TABLE = ["16GiB", "512M", "512MiB", "512Mi", "1.5GiB", "100", 100, 0, "0", 3.0, "64gib", "64Gib", "64G", "2K",
@@ -160,21 +168,21 @@ def test_the_launchers_size_parser_gives_the_projects_answers(value):
         expected = human.parse_size_option("reserve_bytes", value)
     except ValueError as exc:
         with pytest.raises(ValueError) as refused:
-            admission.parse_size("reserve_bytes", value)
+            policy.parse_size("reserve_bytes", value)
         assert "reserve_bytes" in str(refused.value) and "reserve_bytes" in str(exc)
     else:
-        assert admission.parse_size("reserve_bytes", value) == expected
+        assert policy.parse_size("reserve_bytes", value) == expected
 
 
 def test_checked_config_refuses_unknown_keys_and_bad_values_naming_them():
     with pytest.raises(ValueError, match="unknown admission setting.*margn, reserv_bytes"):
-        admission.checked_config({"margn": 1.2, "reserv_bytes": "1GiB"})
+        policy.checked_config({"margn": 1.2, "reserv_bytes": "1GiB"})
     with pytest.raises(ValueError, match="budget_bytes: '64GB' is ambiguous"):
-        admission.checked_config({"budget_bytes": "64GB"})
+        policy.checked_config({"budget_bytes": "64GB"})
     with pytest.raises(ValueError, match="margin"):
-        admission.checked_config({"margin": "1.2"})
-    assert admission.checked_config({"reserve_bytes": "1GiB"})["reserve_bytes"] == GIB
-    assert admission.checked_config({})["budget_bytes"] is None
+        policy.checked_config({"margin": "1.2"})
+    assert policy.checked_config({"reserve_bytes": "1GiB"})["reserve_bytes"] == GIB
+    assert policy.checked_config({})["budget_bytes"] is None
 
 
 def test_cgroup_limit_v1_and_v2(tmp_path):
@@ -201,9 +209,9 @@ def test_cgroup_limit_v1_and_v2(tmp_path):
     ({"peak_bytes": 0}, False), ({"peak_bytes": True}, False), ({"peak_bytes": GIB, "seconds": float("nan")}, False),
 ])
 def test_valid_peak(entry, ok):
-    assert (admission.valid_peak(entry) is not None) is ok
+    assert (policy.valid_peak(entry) is not None) is ok
     # a bad entry is never seen: the default, not a crash and not a lifted budget
-    assert admission.expected_bytes({"a.cu": entry}, "a.cu", 5 * GIB, 1.0) == ((GIB, True) if ok else (5 * GIB, False))
+    assert policy.expected_bytes({"a.cu": entry}, "a.cu", 5 * GIB, 1.0) == ((GIB, True) if ok else (5 * GIB, False))
 
 
 def test_reclaim_drops_bad_entries_and_keeps_a_dead_launchers_live_compiler():
@@ -211,4 +219,4 @@ def test_reclaim_drops_bad_entries_and_keeps_a_dead_launchers_live_compiler():
     ledger = {"10": good, "11": 5, "12": dict(good, bytes=-GIB), "x": good, "13": dict(good, since="now"),
               "14": dict(good, child=99), "15": dict(good, child=98), "16": dict(good, state="done")}
     alive = {10, 99}.__contains__
-    assert admission.reclaim(ledger, alive) == {"10": good, "14": dict(good, child=99)}
+    assert policy.reclaim(ledger, alive) == {"10": good, "14": dict(good, child=99)}
