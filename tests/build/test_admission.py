@@ -29,22 +29,24 @@ HOGCC = os.path.join(MIXED, "hogcc.py")
 MIB = 1024 ** 2
 
 
-def configure_mix(build, config=None):
+def configure_mix(build, config=None, project=MIXED, admission=ADMISSION):
     """cmake -G Ninja of the stand-in with hogcc.py as the compiler wrapper, after the admission launcher if a config
     is given."""
     launcher = [sys.executable, HOGCC]
     if config:
-        launcher = [sys.executable, ADMISSION, "--config=" + config] + launcher
-    proc = subprocess.run(["cmake", "-S", MIXED, "-B", build, "-G", "Ninja", "-DCMAKE_C_COMPILER_LAUNCHER=" + ";".join(launcher)],
+        launcher = [sys.executable, admission, "--config=" + config] + launcher
+    proc = subprocess.run(["cmake", "-S", project, "-B", build, "-G", "Ninja", "-DCMAKE_C_COMPILER_LAUNCHER=" + ";".join(launcher)],
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, check=False)
     assert proc.returncode == 0, proc.stdout[-3000:]
 
 
-def admission_config(directory, peaks_path, default_mib=100, reserve_mib=16):
+def admission_config(directory, peaks_path, default_mib=100, reserve_mib=16, root=MIXED, **more):
     config = os.path.join(directory, "admission.json")
+    settings = {"state_dir": os.path.join(directory, "admission"), "peaks_path": peaks_path, "root": root,
+                "reserve_bytes": reserve_mib * MIB, "default_bytes": default_mib * MIB, "poll_seconds": 0.2}
+    settings.update(more)
     with open(config, "w") as handle:
-        json.dump({"state_dir": os.path.join(directory, "admission"), "peaks_path": peaks_path, "root": MIXED,
-                   "reserve_bytes": reserve_mib * MIB, "default_bytes": default_mib * MIB, "poll_seconds": 0.2}, handle)
+        json.dump(settings, handle)
     return config
 
 
@@ -204,3 +206,24 @@ def test_a_compile_that_grows_past_its_reservation_holds_what_it_uses(tmp_path):
     assert json.loads((state / "ledger.json").read_text()) == {}
     learned = json.loads(peaks.read_text())
     assert learned["unseen.c"]["peak_bytes"] >= 300 * MIB, learned
+
+
+def test_cold_and_seeded_builds_have_no_oom_kill(tmp_path):
+    """Issue 29 item 2: a node that never saw the tree (cold) does not OOM - an unknown source claims what is left
+    of the budget until it ends - and one seeded with another node's peaks (node A's peaks.json, read only) builds
+    warm at once: 0 OOM kills both, under the 500 MiB cap at -j4 that OOM-kills a fixed -j4."""
+    seed, dummy = learned_peaks(tmp_path)      # "node A"
+    for name, seeds in (("cold", None), ("seeded", [seed])):
+        folder = tmp_path / name
+        folder.mkdir()
+        config = admission_config(str(folder), str(folder / "peaks.json"), seed_peaks=seeds)
+        build = str(folder / "build")
+        configure_mix(build, config)
+        result = build_mix(build, "admit-" + name, 4, 500, max_attempts=1)
+        assert not result["failed"] and oom_kills(result) == 0, (name, result["_output"][-3000:])
+        with open(os.path.join(str(folder), "admission", "ledger.log")) as handle:
+            starts = [json.loads(line) for line in handle if '"start"' in line]
+        learned = [row["learned"] for row in starts]
+        assert learned == ([False] * 12 if seeds is None else [True] * 12), starts
+        if seeds:   # the heavy, long ones first
+            assert sorted(row["source"] for row in starts[:2]) == ["src/a_heavy_1.c", "src/a_heavy_2.c"], starts

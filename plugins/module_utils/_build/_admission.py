@@ -388,7 +388,10 @@ def check(config, out=sys.stdout):
     """``--check``: the learned sources of this tree that need more than this node's budget, before any build."""
     room = policy.budget(config, cgroup_limit(), mem_available())
     big = policy.too_big(node_peaks(config), room, config.get("tree"))
-    out.write(json.dumps({"budget_bytes": room, "too_big": [{"source": k, "peak_bytes": p} for k, p in big]}) + "\n")
+    message = "the budget of %.1f GiB is below what %s held when compiled" % (room / 1024.0 ** 3, ", ".join(
+        "%s (%.1f GiB)" % (key, peak / 1024.0 ** 3) for key, peak in big)) if big else ""
+    out.write(json.dumps({"budget_bytes": room, "too_big": [{"source": k, "peak_bytes": p} for k, p in big],
+                          "message": message}) + "\n")
     return 0
 
 

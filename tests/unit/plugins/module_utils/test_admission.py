@@ -220,3 +220,52 @@ def test_reclaim_drops_bad_entries_and_keeps_a_dead_launchers_live_compiler():
               "14": dict(good, child=99), "15": dict(good, child=98), "16": dict(good, state="done")}
     alive = {10, 99}.__contains__
     assert policy.reclaim(ledger, alive) == {"10": good, "14": dict(good, child=99)}
+
+
+def test_keys_carry_the_trees_identity_and_the_arch_flags():
+    sm90 = ["-gencode=arch=compute_90,code=sm_90", "--threads", "2", "-c", "/t/a.cu"]
+    sm100 = ["-gencode", "arch=compute_100a,code=sm_100a", "--threads=2", "-c", "/t/a.cu"]
+    assert policy.flags_id(sm90) != policy.flags_id(sm100) and policy.flags_id(["-O2", "-c", "a.c"]) is None
+    assert policy.flags_id(sm90) == policy.flags_id(list(sm90))
+    assert policy.source_key("/t/a.cu", "/t", tree="sgl-kernel@0.3/12.0", flags="ab12") == "sgl-kernel@0.3/12.0:a.cu#ab12"
+    assert policy.source_key("/t/a.c", "/t") == "a.c"
+
+
+@pytest.mark.parametrize("argv, threads", [
+    (["--threads", "4", "-c", "a.cu"], 4), (["--threads=2"], 2), (["-t", "8"], 8), (["-t=3"], 3),
+    (["--threads", "0"], 16), (["-c", "a.c"], 1), (["--threads", "x"], 1), (["--threads"], 1),
+])
+def test_threads_of(argv, threads):
+    assert policy.threads_of(argv, 16) == threads
+
+
+def test_merge_peaks_own_last_killed_never_replaces_finished_bad_dropped():
+    seed = {"a.cu": {"peak_bytes": 9 * GIB, "seconds": 100}, "b.cu": {"peak_bytes": GIB, "seconds": 5},
+            "bad.cu": {"peak_bytes": -1}, "c.cu": {"peak_bytes": 2 * GIB, "seconds": 9}}
+    own = {"a.cu": {"peak_bytes": 8 * GIB, "seconds": 90}, "c.cu": {"peak_bytes": GIB, "seconds": 2, "killed": True}}
+    merged = policy.merge_peaks(seed, own, "not a table")
+    assert merged["a.cu"]["peak_bytes"] == 8 * GIB          # this node's own measurement wins
+    assert merged["b.cu"]["peak_bytes"] == GIB              # what only the seed knows
+    assert merged["c.cu"]["peak_bytes"] == 2 * GIB          # a killed entry never replaces a finished one
+    assert "bad.cu" not in merged
+
+
+def test_too_big_names_the_sources_of_this_tree_above_the_budget():
+    peaks = {"t@1:fp8.cu#x": {"peak_bytes": 15 * GIB}, "t@1:small.cu": {"peak_bytes": GIB},
+             "other:fp8.cu": {"peak_bytes": 20 * GIB}, "t@1:neg.cu": {"peak_bytes": -5}}
+    assert policy.too_big(peaks, 12 * GIB, "t@1") == [("t@1:fp8.cu#x", 15 * GIB)]
+    assert policy.too_big(peaks, 12 * GIB) == [("other:fp8.cu", 20 * GIB), ("t@1:fp8.cu#x", 15 * GIB)]
+
+
+def test_a_killed_source_is_not_learned_and_needs_at_least_the_default():
+    peaks = {"k.cu": {"peak_bytes": GIB, "seconds": 100, "killed": True}}
+    assert policy.expected_bytes(peaks, "k.cu", 5 * GIB, 1.15) == (5 * GIB, False)
+    assert policy.expected_seconds(peaks, "k.cu") is None   # not started first by its (partial) time
+
+
+def test_record_learns_phases_and_keeps_them_through_a_kill():
+    peaks = policy.record({}, "a.cu", 9 * GIB, 100, False, 1, [["cicc", 9 * GIB], ["ptxas", GIB]])
+    assert policy.phases_of(peaks["a.cu"]) == [["cicc", 9 * GIB], ["ptxas", GIB]]
+    killed = policy.record(peaks, "a.cu", 2 * GIB, 10, True, 2, [["cicc", 2 * GIB]])
+    assert policy.phases_of(killed["a.cu"]) == [["cicc", 9 * GIB], ["ptxas", GIB]]
+    assert policy.phases_of({"phases": [["cicc", "9GiB"]]}) == []
