@@ -28,7 +28,7 @@ import time
 
 import benchlib
 from ansible_collections.gpufleet.preflight.plugins.action import fleet_reports as action
-from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _html_report, _report
+from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _gate, _html_report, _report
 
 sys.path.insert(0, benchlib.FLEET_LIB_DIR)
 import reports500  # noqa: E402 pylint: disable=wrong-import-position
@@ -42,7 +42,7 @@ def write_all(results, directory):
     times = {}
     start = time.perf_counter()
     report = _report.build_report(results, run=action.run_facts({}), finished=time.strftime("%Y-%m-%dT%H:%M:%SZ"))
-    report["gate"] = _report.gate(report, "10%")
+    report["gate"] = _gate.gate(report, "10%")
     times["build report + gate"] = time.perf_counter() - start
     pages = []
     for name, render in (("preflight.json", _report.render_json), ("preflight.xml", _report.render_junit),

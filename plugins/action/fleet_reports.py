@@ -21,7 +21,7 @@ import time
 
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
-from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _html_report, _report
+from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _gate, _html_report, _report
 
 ARGUMENT_SPEC = dict(
     results=dict(type="dict", required=True),
@@ -180,7 +180,7 @@ class ActionModule(ActionBase):
                                       finished=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
         problem = None
         try:
-            report["gate"] = _report.gate(report, args["max_not_ready"])
+            report["gate"] = _gate.gate(report, args["max_not_ready"])
         except ValueError as exc:
             problem = str(exc)
         if problem:  # raised outside the except block: a handled error carries no traceback

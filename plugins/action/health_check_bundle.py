@@ -23,10 +23,10 @@ import zipfile
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
-from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _policy
+from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _policy_validation
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _readiness_options
 
-ENTRY = "ansible_collections.gpufleet.preflight.plugins.module_utils._readiness._health_check"
+ENTRY = "ansible_collections.gpufleet.preflight.plugins.module_utils._node_check._health_check"
 ROOTS = ("ansible_collections.gpufleet.preflight.plugins.module_utils", "ansible.module_utils")
 MAIN = ("# gpufleet.preflight node-local health check (zip application; python3 this.pyz --help)\n"
         "import sys\nfrom %s import main\nsys.exit(main())\n" % ENTRY)
@@ -113,7 +113,7 @@ def complete_policy(given):
     if outcome.error_messages:
         raise ValueError("policy: %s" % "; ".join(outcome.error_messages))
     policy = outcome.validated_parameters
-    _policy.validate_policy(dict(policy, fail_when_not_ready=False, wait=0, interval=5), require_jmespath=False)
+    _policy_validation.validate_policy(dict(policy, fail_when_not_ready=False, wait=0, interval=5), require_jmespath=False)
     return policy
 
 

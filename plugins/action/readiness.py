@@ -13,6 +13,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _policy
+from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _policy_validation
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _readiness_options
 from ansible_collections.gpufleet.preflight.plugins.module_utils._values import first_non_finite
 
@@ -71,7 +72,7 @@ class ActionModule(ActionBase):
         _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         problem = None
         try:
-            policy = _policy.validate_policy(args)
+            policy = _policy_validation.validate_policy(args)
         except ValueError as exc:
             problem = str(exc)
         if problem is not None:

@@ -33,11 +33,13 @@ options:
   profiles:
     description:
       - Which groups of checks apply. V(build) is a node that compiles (toolchain, disk, recent OOM kills), V(gpu)
-        a node that will serve (GPU count, compute capability, ECC, row remaps, Xid errors, compute apps, driver).
+        a node that will serve (GPU count, compute capability, ECC, row remaps, Xid errors, compute apps, driver),
+        V(node) the node around them as LBNL NHC checks it (filesystems, services, CPUs, installed memory, clock,
+        InfiniBand).
       - Memory and build-process checks always apply.
     type: list
     elements: str
-    choices: [build, gpu]
+    choices: [build, gpu, node]
     default: [build, gpu]
   expected_gpus:
     description:
@@ -134,6 +136,68 @@ options:
         off and resumed by itself.
     type: int
     default: 60
+  required_mounts:
+    description:
+      - Paths that must each be a mount point, mounted read-write, with O(min_free_scratch) free (node profile), for
+        example a shared scratch or home filesystem.
+    type: list
+    elements: path
+    default: []
+  scratch_paths:
+    description:
+      - Paths that must be writable with O(min_free_scratch) free (node profile).
+    type: list
+    elements: path
+    default: [/tmp]
+  min_free_scratch:
+    description:
+      - Minimum free space on each of O(required_mounts) and O(scratch_paths) (node profile), a size in binary units.
+    type: raw
+    default: 1GiB
+  required_services:
+    description:
+      - Executable names of daemons that must be running (node profile), for example C(sshd), C(munged), C(nvidia-persistenced),
+        C(nv-fabricmanager), C(slurmd).
+    type: list
+    elements: str
+    default: []
+  expected_sockets:
+    description:
+      - CPU sockets that must be online (node profile); V(0) does not check.
+    type: int
+    default: 0
+  expected_cores:
+    description:
+      - Physical CPU cores that must be online, all sockets together (node profile); V(0) does not check.
+    type: int
+    default: 0
+  expected_threads:
+    description:
+      - Online CPUs (hardware threads) that must be present (node profile), as slurm.conf's CPUs; V(0) does not check.
+    type: int
+    default: 0
+  min_memory_total:
+    description:
+      - 'Installed memory the node must have (C(MemTotal), node profile), as slurm.conf''s RealMemory; unset: not
+        checked.'
+    type: raw
+  require_clock_sync:
+    description:
+      - The kernel's clock must be synchronised by NTP or PTP (node profile; read with C(adjtimex)).
+    type: bool
+    default: true
+  expected_ib_ports:
+    description:
+      - 'InfiniBand/RoCE ports that must be present (node profile); every port found must be ACTIVE and LinkUp. V(0):
+        a node without any passes.'
+    type: int
+    default: 0
+  min_ib_rate:
+    description:
+      - Lowest rate every InfiniBand/RoCE port must run at, in Gb/s (node profile; V(400) for NDR); V(0) does not
+        check.
+    type: int
+    default: 0
   custom_checks:
     description:
       - Extra checks as JMESPath expressions over the gathered facts (keys without the C(gpufleet_) prefix, for example

@@ -12,7 +12,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _report
+from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _gate, _report
 
 _UNSET = object()
 
@@ -60,7 +60,7 @@ def fleet_gate(report, max_not_ready=_UNSET):
                                  "or '' for no limit")
     try:
         _report.check_report(report, needs_hosts=False)
-        decision = _report.gate(report, max_not_ready)
+        decision = _gate.gate(report, max_not_ready)
     except ValueError as exc:
         raise _refused("fleet_gate", exc)
     return decision

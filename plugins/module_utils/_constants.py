@@ -10,7 +10,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 # node_facts' subsets, in the order they are gathered (cheap /proc reads first); custom checks read these names.
-SUBSETS = ("memory", "build_processes", "cpus", "disks", "kernel_events", "toolchain", "gpus")
+SUBSETS = ("memory", "build_processes", "cpus", "node", "disks", "kernel_events", "toolchain", "gpus")
 
 # Xid codes GPU health checks treat as fatal (need a reset or reboot, or mean lost/damaged hardware).
 FATAL_XIDS = frozenset((48, 56, 57, 58, 62, 63, 64, 65, 68, 69, 73, 74, 79, 80, 81, 92, 119, 120))

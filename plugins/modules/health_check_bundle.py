@@ -18,7 +18,7 @@ extends_documentation_fragment:
   - ansible.builtin.action_common_attributes.flow
 description:
   - Writes, on the controller, one zip application holding the collection's node-side health check
-    (C(module_utils/_readiness/_health_check.py)) and every module it imports - the same collectors and checks the
+    (C(module_utils/_node_check/_health_check.py)) and every module it imports - the same collectors and checks the
     M(gpufleet.preflight.readiness) action uses, and the C(ansible.module_utils) files they need - found by reading
     their imports, as Ansiballz does for a module. It runs with C(python3 -I health_check.pyz) on Python 3.8 or later,
     standard library only.

@@ -27,7 +27,8 @@ options:
     description:
       - Which subsets to gather, as in M(ansible.builtin.setup). V(all) gathers every subset;
         a name prefixed with C(!) excludes it (V(!gpus) alone means all but gpus).
-      - Known subsets are V(memory), V(build_processes), V(cpus), V(gpus), V(toolchain), V(disks) and V(kernel_events).
+      - Known subsets are V(memory), V(build_processes), V(cpus), V(node), V(gpus), V(toolchain), V(disks) and
+        V(kernel_events).
     type: list
     elements: str
     default: [all]
@@ -37,6 +38,13 @@ options:
       - Absolute paths (or starting with C(~)); a relative path is refused, naming this option.
     type: list
     elements: path
+    default: []
+  service_names:
+    description:
+      - Executable names of daemons whose running processes the V(node) subset counts (C(sshd), C(munged),
+        C(nvidia-persistenced)); matched like build processes, by executable name.
+    type: list
+    elements: str
     default: []
 extends_documentation_fragment:
   - gpufleet.preflight.node_facts_options
@@ -97,6 +105,14 @@ ansible_facts:
     gpufleet_cpus:
       description: Online CPUs, the scheduler affinity and the cgroup CPU quota, and the usable count.
       returned: when the cpus subset is gathered
+      type: dict
+    gpufleet_node:
+      description:
+        - The node around the GPUs, as LBNL NHC checks it; C(services) (each of O(service_names) with C(running),
+          C(count), C(pids)), C(cpu_topology) (C(sockets), C(cores), C(threads) online), C(infiniband) (C(present),
+          C(ports) with C(device), C(port), C(state_name), C(phys_state_name), C(rate_gbps), C(link_layer)), C(clock)
+          (C(synchronized), C(max_error_seconds), read with adjtimex), C(errors).
+      returned: when the node subset is gathered
       type: dict
     gpufleet_gpus:
       description: Devices reported by nvidia-smi, or why there are none (C(present=false), C(state)).
@@ -173,6 +189,7 @@ ARGUMENT_SPEC = dict(
     build_process_patterns=dict(type="list", elements="str", default=[]),
     gpu_timeout=dict(type="float", default=10),
     disk_paths=dict(type="list", elements="path", default=[]),
+    service_names=dict(type="list", elements="str", default=[]),
     toolchain_python=dict(type="path"),
     kernel_events_window=dict(type="int", default=86400),
 )

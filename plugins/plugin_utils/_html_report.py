@@ -17,6 +17,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
 import os
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, TemplateNotFound, TemplateSyntaxError
@@ -196,6 +197,9 @@ def render_build_html(report, template=None):
 
 # ---------------------------------------------------------------- the preflight page
 
+MIN_BAR_PX = 3.0
+
+
 def fleet_memory_chart(report, width=960, height=220):
     """Every host's memory in one chart: hosts sorted by effective available memory (lowest first), a bar each
     (available, over the light effective total), red when below the host's required minimum; the minimum as one
@@ -226,8 +230,10 @@ def fleet_memory_chart(report, width=960, height=220):
         title = "%s: %s available of %s%s" % (name, memory.get("effective_available_human"), memory.get("effective_total_human"),
                                               "; requires %s" % human(need) if need else "")
         total = memory["effective_total_bytes"]
-        bars.append(dict(name=name, x=x, w=max(slot - gap, 0.5), total_y=top + plot_h - total * scale, total_h=total * scale,
-                         y=top + plot_h - available * scale, h=available * scale, title=title,
+        # at least MIN_BAR_PX tall: the worst hosts of 500 (a few MiB of 24 GiB) drew 0.3 px bars nobody could see
+        bar_h = max(available * scale, MIN_BAR_PX)
+        bars.append(dict(name=name, x=x, w=max(slot - gap, 1.0), total_y=top + plot_h - total * scale, total_h=total * scale,
+                         y=top + plot_h - bar_h, h=bar_h, title=title,
                          below=need is not None and available < need,
                          need_y=top + plot_h - need * scale if need is not None and one_required is None else None))
     labels = []
@@ -249,8 +255,20 @@ def policy_items(policy):
         if isinstance(value, (list, tuple)) and len(value) == 2 and value[0] in ("absolute", "fraction") and \
                 isinstance(value[1], (int, float)):
             value = human(value[1]) if value[0] == "absolute" else "%g of the effective total" % value[1]
-        items.append((str(key), value if isinstance(value, str) else repr(value)))
+        items.append((str(key), policy_text(value)))
     return items
+
+
+def policy_text(value):
+    """An option's value as the user wrote it in YAML (``false``, ``[]``), not Python's ``False``; unset says so."""
+    if value is None:
+        return "(not set)"
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, sort_keys=True)
+    except (TypeError, ValueError):
+        return str(value)
 
 
 def render_preflight_html(report, template=None):

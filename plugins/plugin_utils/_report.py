@@ -17,10 +17,13 @@ import re
 from xml.etree import ElementTree
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness._checks import describe_age, printable
-from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness._policy import parse_memory_requirement
+from ansible_collections.gpufleet.preflight.plugins.plugin_utils._gate import gate_line
 
 STATUSES = ("ready", "not_ready", "unreachable")
 PROCESSES_KEPT = 50  # per node, in the report; the count is always the whole number
+# Characters of one message a report keeps: every rendering repeats a failure's text (table, groups, grid titles), so
+# one node's 50 MB message made a 200 MB page for the whole fleet. The node's registered result keeps all of it.
+MESSAGE_KEPT = 2000
 
 # How each report file starts, so an earlier report can be replaced and anyone else's file never is.
 SIGNATURES = {
@@ -152,20 +155,27 @@ def _entry_without_facts(status, reason, failed_checks=()):
                 build_processes=None, processes=[], waited_seconds=None, checked_at=None, policy={})
 
 
-def required_memory(policy, total):
-    """The bytes a host's policy requires available (``min_available_memory`` as the option was given, ``4GiB`` or
-    ``0.5`` of the effective total, or parsed: ``[absolute, bytes]``, ``[fraction, f]``), or None."""
-    rule = (policy or {}).get("min_available_memory")
-    if isinstance(rule, (str, int, float)) and not isinstance(rule, bool):
-        try:
-            rule = parse_memory_requirement(rule)
-        except ValueError:
-            return None
-    if not isinstance(rule, (list, tuple)) or len(rule) != 2 or not isinstance(rule[1], (int, float)):
-        return None
-    if rule[0] == "fraction":
-        return int(total * rule[1]) if isinstance(total, (int, float)) else None
-    return int(rule[1])
+def required_memory(checks):
+    """The bytes the host's ``available_memory`` check required (it computed them from the policy), or None."""
+    for check in checks:
+        if check.get("name") == "available_memory":
+            required = check.get("required_bytes")
+            return required if isinstance(required, int) and not isinstance(required, bool) else None
+    return None
+
+
+def bounded(text, kept=MESSAGE_KEPT):
+    """``text`` cut to ``kept`` characters, saying so and how long it was."""
+    if not isinstance(text, str) or len(text) <= kept:
+        return text
+    return "%s... [cut: %d characters in all; the host's registered readiness result has the whole text]" % (
+        text[:kept], len(text))
+
+
+def _bounded_check(check):
+    if isinstance(check, dict) and isinstance(check.get("message"), str) and len(check["message"]) > MESSAGE_KEPT:
+        return dict(check, message=bounded(check["message"]))
+    return check
 
 
 def _process(proc):
@@ -179,9 +189,9 @@ def host_entry(result):
     if not result:
         return _entry_without_facts("unreachable", "no result from this host: it was unreachable or skipped")
     if result.get("unreachable"):
-        return _entry_without_facts("unreachable", "unreachable: %s" % (result.get("msg") or "no answer").strip())
+        return _entry_without_facts("unreachable", bounded("unreachable: %s" % (result.get("msg") or "no answer").strip()))
     if "ready" not in result:
-        return _entry_without_facts("not_ready", "the check itself failed: %s" % (result.get("msg") or "no message"),
+        return _entry_without_facts("not_ready", bounded("the check itself failed: %s" % (result.get("msg") or "no message")),
                                     ["readiness"])
     facts = result.get("ansible_facts") or {}
     memory = facts.get("gpufleet_memory") or {}
@@ -189,12 +199,13 @@ def host_entry(result):
     host = memory.get("host") or {}
     procs = facts.get("gpufleet_build_processes") or {}
     processes = procs.get("processes") or []
-    failed = [c for c in result.get("checks") or [] if c.get("status") in ("failed", "unknown")]
+    checks = [_bounded_check(c) for c in result.get("checks") or []]
+    failed = [c for c in checks if c.get("status") in ("failed", "unknown")]
     policy = result.get("policy") or {}
     return dict(
         status="ready" if result["ready"] else "not_ready",
         reason=("%s: %s" % (failed[0]["name"], failed[0].get("message") or "")) if failed else None,
-        checks=result.get("checks") or [],
+        checks=checks,
         failed_checks=[c["name"] for c in failed],
         memory=dict(
             effective_available_bytes=effective.get("available_bytes"),
@@ -204,7 +215,7 @@ def host_entry(result):
             host_total_bytes=host.get("total_bytes"),
             host_total_human=host.get("total_human"),
             limited_by=effective.get("limited_by"),
-            required_bytes=required_memory(policy, effective.get("total_bytes")),
+            required_bytes=required_memory(checks),
         ),
         build_processes=procs.get("count"),
         processes=[_process(p) for p in processes[:PROCESSES_KEPT]],
@@ -232,78 +243,14 @@ def build_report(results, policy=None, started=None, finished=None, run=None):
                 gate=None, run=clean(run or {}))
 
 
-# ---------------------------------------------------------------- the gate
-
-def too_many_not_ready(report, max_not_ready):
-    """``(abort, why)`` for ``preflight_max_not_ready``: a count (``2``) or a percentage (``'25%'``).
-
-    Unreachable hosts count as not ready. ValueError names the option when the limit is neither.
-    """
-    limit, shown = _limit(report, max_not_ready)
-    if limit is None:
-        return False, None
-    bad = report["summary"]["not_ready"] + report["summary"]["unreachable"]
-    if bad > limit:
-        return True, "%d of %d hosts are not ready or unreachable, more than preflight_max_not_ready=%s allows" % (
-            bad, report["summary"]["total"], shown)
-    return False, None
-
-
-def _limit(report, max_not_ready):
-    """``(hosts allowed, how to say it)`` or ``(None, None)`` for no limit."""
-    if max_not_ready is None or max_not_ready == "":
-        return None, None
-    text = str(max_not_ready).strip()
-    total = report["summary"]["total"]
-    try:
-        if text.endswith("%"):
-            percent = float(text[:-1])
-            if not 0 <= percent <= 100:
-                raise ValueError()
-            limit = int(total * percent / 100.0)
-            return limit, "%s (%d of %d hosts)" % (text, limit, total)
-        limit = int(text)
-        if limit < 0 or str(limit) != text:
-            raise ValueError()
-        return limit, text
-    except ValueError:
-        raise ValueError("preflight_max_not_ready: %r is neither a count of hosts (like 2) nor a percentage (like 25%%)" % (max_not_ready,))
-
-
-def gate(report, max_not_ready):
-    """The gate's decision, as every report shows it and the action returns it::
-
-        {decision: stop | continue, abort: bool, reason: a sentence, not_ready: hosts not ready or unreachable,
-         total, max_not_ready: the limit as given (None: no limit), allowed: hosts the limit allows (None: no limit)}
-    """
-    allowed, shown = _limit(report, max_not_ready)
-    abort, why = too_many_not_ready(report, max_not_ready)
-    bad = report["summary"]["not_ready"] + report["summary"]["unreachable"]
-    total = report["summary"]["total"]
-    if allowed is None:
-        why = "no preflight_max_not_ready: no limit; %d of %d hosts are not ready or unreachable" % (bad, total)
-    elif not abort:
-        why = "%d of %d hosts are not ready or unreachable, within preflight_max_not_ready=%s" % (bad, total, shown)
-    return dict(decision="stop" if abort else "continue", abort=abort, reason=why, not_ready=bad, total=total,
-                max_not_ready=None if allowed is None else safe(str(max_not_ready).strip()), allowed=allowed)
-
-
-def gate_line(report):
-    """``Gate: stop - 6 of 8 hosts ...``, or None when no gate was evaluated for this report."""
-    decision = report.get("gate")
-    if not isinstance(decision, dict) or not decision.get("decision"):
-        return None
-    if decision["decision"] == "stop":
-        return "Gate: STOPPED THE RUN - %s" % decision.get("reason")
-    return "Gate: continue - %s" % decision.get("reason")
-
-
 # ---------------------------------------------------------------- one column list for every table
 
 class Column(object):
-    """One column of the host table: ``header``, ``cell(name, entry) -> text``, ``numeric`` (right-aligned)."""
+    """One column of the host table: ``header``, ``cell(name, entry) -> text``, ``numeric`` (right-aligned).
 
-    def __init__(self, key, header, cell, numeric=False):
+    Keyword-only, so a column missing its header says ``header``, not the argument after it."""
+
+    def __init__(self, *, key, header, cell, numeric=False):
         self.key, self.header, self.cell, self.numeric = key, header, cell, numeric
 
 
@@ -318,13 +265,13 @@ def _memory_cell(name, entry):
 
 
 COLUMNS = (
-    Column("host", "HOST", lambda name, entry: name),
-    Column("status", "STATUS", lambda name, entry: entry["status"].replace("_", " ")),
-    Column("memory", "EFFECTIVE AVAILABLE / TOTAL", _memory_cell),
-    Column("build_processes", "BUILD PROCS", lambda name, entry: "-" if entry.get("build_processes") is None
+    Column(key="host", header="HOST", cell=lambda name, entry: name),
+    Column(key="status", header="STATUS", cell=lambda name, entry: entry["status"].replace("_", " ")),
+    Column(key="memory", header="EFFECTIVE AVAILABLE / TOTAL", cell=_memory_cell),
+    Column(key="build_processes", header="BUILD PROCS", cell=lambda name, entry: "-" if entry.get("build_processes") is None
            else str(entry["build_processes"]), numeric=True),
     # one line per host, whatever the message holds
-    Column("reason", "FIRST FAILED CHECK", lambda name, entry: " ".join(str(entry.get("reason") or "-").split())),
+    Column(key="reason", header="FIRST FAILED CHECK", cell=lambda name, entry: " ".join(str(entry.get("reason") or "-").split())),
 )
 
 

@@ -21,6 +21,7 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _
 from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _toolchain
 from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _disks
 from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _kernel_events
+from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _node
 from ansible_collections.gpufleet.preflight.plugins.module_utils import _constants
 
 # Order is the order facts are gathered in; cheap /proc reads first (declared in _constants: the checks read it too).
@@ -41,6 +42,7 @@ def validate_options(params, known=SUBSETS):
         raise ValueError("gather_subset: %s" % exc)
     NameMatcher(params["build_process_names"], "build_process_names")
     compile_patterns(params["build_process_patterns"], "build_process_patterns")
+    NameMatcher(params.get("service_names") or [], "service_names")
     options = dict(params)
     options["gpu_timeout"] = seconds(params["gpu_timeout"], "gpu_timeout", maximum=MAX_GPU_TIMEOUT, zero=False)
     options["kernel_events_window"] = int(seconds(params["kernel_events_window"], "kernel_events_window",
@@ -65,6 +67,7 @@ def gather(options, run):
             extra_names=options["build_process_names"], patterns=options["build_process_patterns"],
             patterns_option="build_process_patterns"),
         "cpus": _cpus.collect_cpus,
+        "node": lambda: _node.collect_node(options.get("service_names") or ()),
         "gpus": lambda: _gpus.collect_gpus(run, timeout=options["gpu_timeout"]),
         "toolchain": lambda: _toolchain.collect_toolchain(run, python=options["toolchain_python"]),
         "disks": lambda: _disks.collect_disks(options["disk_paths"]),

@@ -268,14 +268,38 @@ def collect_build_processes(names=None, extra_names=(), patterns=(), root="/", s
         errors.append("%s: %s" % (proc_dir, exc.strerror or exc))
         return summarize([], names, regexes, 0, errors)
 
-    parent_of = {}
-    found = []
-    candidates = []  # (stat, argv, pid_dir) for the patterns
-    init = None
     # patterns read more of each command line than a name needs, within the scan's total
     argv_limit = ARGV0_READ_MAX
     if regexes:
         argv_limit = max(ARGV0_READ_MAX, min(PATTERN_TEXT_MAX + 1, CMDLINE_TOTAL_MAX // max(1, len(pids))))
+    parent_of, found, candidates, init = _scan_pids(proc_dir, pids, match_name, regexes, argv_limit)
+    if regexes:
+        found.extend(_pattern_matches(regexes, candidates, argv_limit, len(pids), patterns_option, errors))
+    excluded = tree_of(self_pid, parent_of)
+    processes = []
+    users = {}
+    for stat, argv, matched, name, pid_dir in found:
+        if stat["pid"] in excluded:
+            continue
+        try:
+            processes.append(_describe(stat, argv, matched, name, pid_dir, init, uptime, clock_ticks, page_size, users))
+        except OSError:
+            continue  # gone since
+    processes.sort(key=lambda proc: proc["pid"])
+    return summarize(processes, names, regexes, len(parent_of), errors)
+
+
+def _scan_pids(proc_dir, pids, match_name, regexes, argv_limit):
+    """One pass over ``/proc/<pid>``: ``(parent_of, found, candidates, init)``.
+
+    ``found``: name matches as ``(stat, argv, matched, name, pid_dir)``; ``candidates``: the other processes'
+    ``(stat, argv, pid_dir)`` for the patterns (only when there are patterns); ``init``: pid 1's stat, marked when it
+    is a build tool itself (a ninja or make as pid 1 of a container is live, not an orphans' reaper).
+    """
+    parent_of = {}
+    found = []
+    candidates = []
+    init = None
     for pid_text in pids:
         pid_dir = proc_dir + "/" + pid_text
         try:
@@ -300,49 +324,47 @@ def collect_build_processes(names=None, extra_names=(), patterns=(), root="/", s
                 candidates.append((stat, argv if argv is not None else _read_argv(pid_dir, argv_limit), pid_dir))
             except OSError:
                 continue
+    return parent_of, found, candidates, init
+
+
+def _pattern_matches(regexes, candidates, argv_limit, scanned, patterns_option, errors):
+    """The candidates whose command line a pattern finds, as ``found`` entries; a scan that had to cut command lines
+    short says so in ``errors`` (a pattern past the cut could not match)."""
     candidates = [item for item in candidates if item[1]]
-    if regexes and argv_limit <= PATTERN_TEXT_MAX:
+    if argv_limit <= PATTERN_TEXT_MAX:
         cut = sum(1 for item in candidates if len(item[1]) + sum(len(arg) for arg in item[1]) >= argv_limit)
         if cut:
             errors.append("%s: %d command lines were searched on their first %d bytes only (%d processes share the "
-                          "%d bytes a scan reads)" % (patterns_option, cut, argv_limit, len(pids), CMDLINE_TOTAL_MAX))
+                          "%d bytes a scan reads)" % (patterns_option, cut, argv_limit, scanned, CMDLINE_TOTAL_MAX))
     hits = search_patterns(regexes, [" ".join(argv) for _stat, argv, _dir in candidates], patterns_option)
-    found.extend((stat, argv, "pattern", stat["comm"], pid_dir)
-                 for number, (stat, argv, pid_dir) in enumerate(candidates) if number in hits)
+    return [(stat, argv, "pattern", stat["comm"], pid_dir)
+            for number, (stat, argv, pid_dir) in enumerate(candidates) if number in hits]
 
-    excluded = tree_of(self_pid, parent_of)
-    processes = []
-    users = {}
-    for stat, argv, matched, name, pid_dir in found:
-        if stat["pid"] in excluded:
-            continue
-        try:
-            if argv is None:
-                argv = _read_argv(pid_dir, ARGV0_READ_MAX)  # a name match: the short command line is all it shows
-            uid = parse_status_uid(_read(pid_dir + "/status").decode("utf-8", "replace"))
-        except OSError:
-            continue  # gone since
-        age = None
-        if uptime is not None:
-            age = max(0, int(uptime - stat["start_ticks"] / float(clock_ticks)))
-        processes.append({
-            "pid": stat["pid"],
-            "ppid": stat["ppid"],
-            "name": name,
-            "comm": stat["comm"],
-            "user": _user_name(uid, users),
-            "uid": uid,
-            "state": stat["state"],
-            "start_ticks": stat["start_ticks"],
-            "age_seconds": age,
-            "rss_bytes": stat["rss_pages"] * page_size,
-            "cmdline": short_cmdline(argv) if argv else "[%s]" % stat["comm"],
-            "orphaned": is_orphan(stat, init),
-            "zombie": stat["state"] == "Z",
-            "matched_by": matched,
-        })
-    processes.sort(key=lambda proc: proc["pid"])
-    return summarize(processes, names, regexes, len(parent_of), errors)
+
+def _describe(stat, argv, matched, name, pid_dir, init, uptime, clock_ticks, page_size, users):
+    """One matched process as the facts show it; OSError when it is gone since the scan."""
+    if argv is None:
+        argv = _read_argv(pid_dir, ARGV0_READ_MAX)  # a name match: the short command line is all it shows
+    uid = parse_status_uid(_read(pid_dir + "/status").decode("utf-8", "replace"))
+    age = None
+    if uptime is not None:
+        age = max(0, int(uptime - stat["start_ticks"] / float(clock_ticks)))
+    return {
+        "pid": stat["pid"],
+        "ppid": stat["ppid"],
+        "name": name,
+        "comm": stat["comm"],
+        "user": _user_name(uid, users),
+        "uid": uid,
+        "state": stat["state"],
+        "start_ticks": stat["start_ticks"],
+        "age_seconds": age,
+        "rss_bytes": stat["rss_pages"] * page_size,
+        "cmdline": short_cmdline(argv) if argv else "[%s]" % stat["comm"],
+        "orphaned": is_orphan(stat, init),
+        "zombie": stat["state"] == "Z",
+        "matched_by": matched,
+    }
 
 
 _DEFAULT_MATCH = NameMatcher(DEFAULT_NAMES)

@@ -15,7 +15,7 @@ optional ``elements``/``choices``, ``node`` (also a node_facts gathering option,
 ``node_facts_options`` fragment), ``action`` (an option of the readiness action; false for role-only
 variables) and ``roles`` (the preflight role entry points that take it).
 
-``check`` (every action option): what ``_policy.validate_policy`` enforces beyond the type, read from here --
+``check`` (every action option): what ``_policy_validation.validate_policy`` enforces beyond the type, read from here --
 ``min``/``max`` (``above``: strictly greater), with ``unit``/``what``/``why`` for the message, or a ``form``:
 ``size``, ``memory`` (a size or a fraction of the total), ``version`` (``empty``: '' allowed), ``arch``,
 ``compute_capability``, ``absolute_path``, ``path``, ``program_names``, ``process_names``, ``regexes``, ``xids``,
@@ -57,10 +57,11 @@ OPTIONS = (
         "process too (for example a wrapper script).",
     ]),
     dict(name="profiles", check=dict(form="choices"),
-         type="list", elements="str", choices=["build", "gpu"], default=["build", "gpu"], roles=CHECK, description=[
+         type="list", elements="str", choices=["build", "gpu", "node"], default=["build", "gpu"], roles=CHECK, description=[
         "Which groups of checks apply. V(build) is a node that compiles (toolchain, disk, recent OOM kills), "
         "V(gpu) a node that will serve (GPU count, compute capability, ECC, row remaps, Xid errors, compute apps, "
-        "driver).",
+        "driver), V(node) the node around them as LBNL NHC checks it (filesystems, services, CPUs, installed "
+        "memory, clock, InfiniBand).",
         "Memory and build-process checks always apply.",
     ]),
     # ---------------------------------------------------------------- profile gpu
@@ -130,6 +131,44 @@ OPTIONS = (
         "(build profile). V(0) disables the check.",
         "Kills by the limit of a M(gpufleet.preflight.guarded_build) cgroup are reported but pass; that build "
         "backed off and resumed by itself.",
+    ]),
+    # ---------------------------------------------------------------- profile node (issue 30 item 4)
+    dict(name="required_mounts", check=dict(form="absolute_paths"), type="list", elements="path", default=[], roles=CHECK, description=[
+        "Paths that must each be a mount point, mounted read-write, with O(min_free_scratch) free (node profile), "
+        "for example a shared scratch or home filesystem.",
+    ]),
+    dict(name="scratch_paths", check=dict(form="absolute_paths"), type="list", elements="path", default=["/tmp"], roles=CHECK, description=[
+        "Paths that must be writable with O(min_free_scratch) free (node profile).",
+    ]),
+    dict(name="min_free_scratch", check=dict(form="size"), type="raw", default="1GiB", roles=CHECK, description=[
+        "Minimum free space on each of O(required_mounts) and O(scratch_paths) (node profile), a size in binary units.",
+    ]),
+    dict(name="required_services", check=dict(form="program_names"), type="list", elements="str", default=[], roles=CHECK, description=[
+        "Executable names of daemons that must be running (node profile), for example C(sshd), C(munged), "
+        "C(nvidia-persistenced), C(nv-fabricmanager), C(slurmd).",
+    ]),
+    dict(name="expected_sockets", check=dict(min=0, max=64), type="int", default=0, roles=CHECK, description=[
+        "CPU sockets that must be online (node profile); V(0) does not check.",
+    ]),
+    dict(name="expected_cores", check=dict(min=0, max=65536), type="int", default=0, roles=CHECK, description=[
+        "Physical CPU cores that must be online, all sockets together (node profile); V(0) does not check.",
+    ]),
+    dict(name="expected_threads", check=dict(min=0, max=65536), type="int", default=0, roles=CHECK, description=[
+        "Online CPUs (hardware threads) that must be present (node profile), as slurm.conf's CPUs; V(0) does not check.",
+    ]),
+    dict(name="min_memory_total", check=dict(form="size"), type="raw", default=None, roles=CHECK, description=[
+        "Installed memory the node must have (C(MemTotal), node profile), as slurm.conf's RealMemory; unset: not "
+        "checked.",
+    ]),
+    dict(name="require_clock_sync", check=dict(form="bool"), type="bool", default=True, roles=CHECK, description=[
+        "The kernel's clock must be synchronised by NTP or PTP (node profile; read with C(adjtimex)).",
+    ]),
+    dict(name="expected_ib_ports", check=dict(min=0, max=256), type="int", default=0, roles=CHECK, description=[
+        "InfiniBand/RoCE ports that must be present (node profile); every port found must be ACTIVE and LinkUp. "
+        "V(0): a node without any passes.",
+    ]),
+    dict(name="min_ib_rate", check=dict(min=0, max=3200, unit="Gb/s"), type="int", default=0, roles=CHECK, description=[
+        "Lowest rate every InfiniBand/RoCE port must run at, in Gb/s (node profile; V(400) for NDR); V(0) does not check.",
     ]),
     # ---------------------------------------------------------------- custom, gathering, waiting
     dict(name="custom_checks", check=dict(form="custom_checks"), type="list", elements="dict", default=[], roles=CHECK, description=[

@@ -73,8 +73,9 @@ def test_valid_form_names_an_unknown_form():
 def test_guarded_build_and_the_policy_use_the_same_forms():
     from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _build_options
     from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _policy
+    from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _policy_validation
     from ansible_collections.gpufleet.preflight.plugins.module_utils import _versions
-    assert _build_options._VERSION is _versions.FORMS["version"] is _policy._FORMS["version"]
+    assert _build_options._VERSION is _versions.FORMS["version"] is _policy_validation._FORMS["version"]
     assert _build_options._ARCHS is _versions.FORMS["cuda_arch_list"]
 
 

@@ -26,6 +26,8 @@ import sys
 import pytest
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _policy
+
+from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _policy_validation
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _readiness_options as table
 from ansible_collections.gpufleet.preflight.plugins.module_utils._run import run_with_timeout
 
@@ -33,7 +35,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(HERE, "fixtures")
 STUB_NVIDIA_SMI = os.path.normpath(os.path.join(HERE, "..", "..", "..", "fleet", "stubs", "nvidia-smi"))
 # Dicts keyed by data (paths measured), not by field names: their keys are written "*".
-MAPS = ("disks.paths",)
+MAPS = ("disks.paths", "node.services")
 
 
 # ---------------------------------------------------------------- options
@@ -48,9 +50,9 @@ def test_every_option_has_bounds(entry):
     rule = entry.get("check")
     assert rule is not None, ("%s has no check in plugins/module_utils/_readiness/_readiness_options.py: give it "
                               "check=dict(min=..., max=...) or check=dict(form=...) (forms: %s)"
-                              % (entry["name"], ", ".join(_policy.FORMS)))
+                              % (entry["name"], ", ".join(_policy_validation.FORMS)))
     if "form" in rule:
-        assert rule["form"] in _policy.FORMS, "%s: unknown form %r" % (entry["name"], rule["form"])
+        assert rule["form"] in _policy_validation.FORMS, "%s: unknown form %r" % (entry["name"], rule["form"])
         if rule["form"] == "bool":
             assert entry["type"] == "bool", entry["name"]
         if rule["form"] == "choices":
@@ -61,7 +63,7 @@ def test_every_option_has_bounds(entry):
         low = rule.get("min", rule.get("above"))
         assert low < rule["max"]
         default = entry["default"]
-        assert default is None or _policy._in_bounds(rule, default), "%s: the default %r is out of its bounds" % (
+        assert default is None or _policy_validation._in_bounds(rule, default), "%s: the default %r is out of its bounds" % (
             entry["name"], default)
 
 
@@ -72,7 +74,7 @@ def test_every_role_only_variable_says_what_bounds_it(entry):
     assert rule is not None, ("preflight_%s has no check in plugins/module_utils/_readiness/_readiness_options.py: give it "
                               "check=dict(form=...) and, for a form validate_policy does not apply, by=<the plugin or "
                               "task file that enforces it>" % entry["name"])
-    if rule.get("form") not in _policy.FORMS:
+    if rule.get("form") not in _policy_validation.FORMS:
         assert rule.get("by"), "preflight_%s: form %r needs by=<what enforces it>" % (entry["name"], rule.get("form"))
         repo = os.path.abspath(os.path.join(HERE, "..", "..", "..", ".."))
         assert os.path.isfile(os.path.join(repo, rule["by"])), "preflight_%s: by=%r is no file" % (entry["name"], rule["by"])
@@ -82,20 +84,20 @@ def test_every_role_only_variable_says_what_bounds_it(entry):
             "preflight_%s: %s does not mention it" % (entry["name"], rule["by"]))
 
 
-@pytest.mark.parametrize("entry", [entry for entry in action_options() if "max" in entry["check"]],
+@pytest.mark.parametrize("entry", [entry for entry in action_options() if "max" in (entry.get("check") or {})],
                          ids=lambda entry: entry["name"])
 def test_bounds_are_enforced_by_name(entry):
     rule = entry["check"]
     too_big = rule["max"] + 1
     with pytest.raises(ValueError, match="^%s: " % entry["name"]):
-        _policy.validate_policy(dict(table.defaults(), **{entry["name"]: too_big}))
+        _policy_validation.validate_policy(dict(table.defaults(), **{entry["name"]: too_big}))
     too_small = rule.get("min", rule.get("above", 0)) - 1
     with pytest.raises(ValueError, match="^%s: " % entry["name"]):
-        _policy.validate_policy(dict(table.defaults(), **{entry["name"]: too_small}))
+        _policy_validation.validate_policy(dict(table.defaults(), **{entry["name"]: too_small}))
 
 
 def test_the_defaults_are_a_valid_policy():
-    policy = _policy.validate_policy(table.defaults())
+    policy = _policy_validation.validate_policy(table.defaults())
     assert policy["min_available_memory"] == ("absolute", 8 * 1024 ** 3)
 
 
@@ -152,7 +154,17 @@ def fixture_facts(tmp_path_factory):
     out.append(("toolchain/stubs", {"toolchain": _toolchain.collect_toolchain(
         run_with_timeout, python=str(tools / "python3"), timeout=10, search_paths=[str(tools)], root=str(tmp))}))
     out.append(("disks/tmp", {"disks": _disks.collect_disks([str(tmp), str(tmp / "not-there-yet")])}))
+    from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _node
+    for case in sorted(os.listdir(os.path.join(FIXTURES, "node"))):
+        if os.path.isdir(os.path.join(FIXTURES, "node", case)):
+            out.append(("node/" + case, {"node": _node.collect_node(
+                ["sshd", "munged", "nvidia-persistenced", "slurmd"], root=os.path.join(FIXTURES, "node", case),
+                clock=lambda: (_node.clock_state(*NODE_CLOCKS[case]), []))}))
     return out
+
+
+# adjtimex (state, status, maxerror us) as read on an NTP-synchronised node and on this unsynchronised machine
+NODE_CLOCKS = {"hgx_ndr": (0, 0x2001, 2500), "hgx_degraded": (5, 0x40, 16000000), "pcie_no_ib": (0, 0x2001, 1000)}
 
 
 def produced_paths(value, path=""):
@@ -255,12 +267,81 @@ POLICIES = [
 ]
 
 
+# Values that switch a check on or move it to an edge, per option form (numbers: their bounds and a middle). A form
+# added to _policy_validation.FORMS needs its samples here: the contract below runs every check under them.
+FORM_SAMPLES = {
+    "bool": (True, False),
+    "memory": ("1GiB", "0.99", "1024GiB"),
+    "size": ("1MiB", "1024TiB"),
+    "version": ("1.0", "999.0"),
+    "arch": ("sm_90a", "sm_120a"),
+    "compute_capability": ("9.0", "12.0"),
+    "path": ("/opt/venv/bin/python3",),
+    "absolute_path": ("/", "/nonexistent/build"),
+    "program_names": (["dcgm-exporter"],),
+    "process_names": (["dcgm-exporter", "/usr/bin/python3"],),
+    "xids": ([79], [13, 31, 79]),
+    "regexes": (["ninja"],),
+    "absolute_paths": (["/"], ["/", "/tmp", "/nonexistent/scratch"]),
+    "custom_checks": ([],),
+}
+
+
+def option_samples(entry):
+    """The values of one action option the contract tries: each form's samples, a number's bounds and middle."""
+    rule = entry.get("check") or {}
+    form = rule.get("form")
+    if form == "choices":
+        return [list(entry["choices"][:n]) for n in range(len(entry["choices"]) + 1)] if entry["type"] == "list" \
+            else list(entry["choices"])
+    if form is not None:
+        assert form in FORM_SAMPLES, ("%s: form %r has no sample values in FORM_SAMPLES (test_check_registry.py): add "
+                                      "values that switch its check on" % (entry["name"], form))
+        return list(FORM_SAMPLES[form])
+    low = rule.get("min", rule.get("above"))
+    assert low is not None and "max" in rule, "%s: needs a lower and an upper bound in its check" % entry["name"]
+    middle = (low + rule["max"]) / 2.0
+    values = [rule["max"], middle if entry["type"] == "float" else int(middle), rule.get("min", low + 1)]
+    return [value for value in values if _policy_validation._in_bounds(rule, value)]
+
+
+def policies_for(entry):
+    """The fixed policies, then each option the check lists set to each of its samples (a check that is off by
+    default runs here: its option switches it on)."""
+    policies = list(POLICIES)
+    for name in entry["options"]:
+        option_entry = table.BY_NAME[name]
+        for value in option_samples(option_entry):
+            policies.append(dict(table.defaults(), **{name: value}))
+    return policies
+
+
+@pytest.mark.parametrize("entry", action_options(), ids=lambda entry: entry["name"])
+def test_every_option_has_sample_values_in_bounds(entry):
+    for value in option_samples(entry):
+        _policy_validation.validate_policy(dict(table.defaults(), **{entry["name"]: value}))
+
+
+def test_each_check_runs_under_some_policy(fixture_facts):
+    """A check that returns None (off) under every policy and facts never ran in this contract: its reads were never
+    recorded. Its registry entry must list the option that switches it on."""
+    never = []
+    for entry in _policy.CHECKS:
+        ran = any(entry["function"](facts, _policy_validation.validate_policy(args)) is not None
+                  for args in policies_for(entry) for facts in fact_sets(fixture_facts))
+        if not ran:
+            never.append(entry["name"])
+    assert not never, ("these checks never ran under any policy the contract builds from their listed options: %s - "
+                       "list in their check(...) entry the options that switch them on (and the facts they read)"
+                       % ", ".join(never))
+
+
 def test_each_check_reads_what_its_registry_entry_lists(fixture_facts):
     problems = []
     for entry in _policy.CHECKS:
         options_read = set()
-        for policy_args in POLICIES:
-            policy = _policy.validate_policy(policy_args)
+        for policy_args in policies_for(entry):
+            policy = _policy_validation.validate_policy(policy_args)
             for facts in fact_sets(fixture_facts):
                 paths, options = set(), set()
                 result = entry["function"](record(facts, "", paths), record(policy, "", options))
@@ -281,13 +362,13 @@ def test_each_check_reads_what_its_registry_entry_lists(fixture_facts):
 def test_registry_names_are_unique_and_options_are_in_the_table():
     names = [entry["name"] for entry in _policy.CHECKS]
     assert len(names) == len(set(names))
-    assert set(entry["profile"] for entry in _policy.CHECKS) == {"common", "build", "gpu"}
+    assert set(entry["profile"] for entry in _policy.CHECKS) == {"common"} | set(_policy.PROFILES)
     for entry in _policy.CHECKS:
         assert set(entry["options"]) <= set(table.BY_NAME), entry["name"]
 
 
 def test_evaluate_runs_every_registered_check():
-    policy = _policy.validate_policy(table.defaults())
+    policy = _policy_validation.validate_policy(table.defaults())
     names = [check["name"] for check in _policy.evaluate(healthy_facts(), policy)]
     expected = [entry["name"] for entry in _policy.CHECKS
                 if entry["function"](healthy_facts(), policy) is not None]

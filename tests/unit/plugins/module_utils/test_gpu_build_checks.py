@@ -15,7 +15,7 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness impo
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _policy
 
 # the gpu and build profiles' checks, from the one registry
-PROFILE_CHECKS = [entry["function"] for entry in _policy.CHECKS if entry["profile"] != "common"]
+PROFILE_CHECKS = [entry["function"] for entry in _policy.CHECKS if entry["profile"] in ("gpu", "build")]
 
 GIB = 2 ** 30
 

@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _health_check as hc
+from ansible_collections.gpufleet.preflight.plugins.module_utils._node_check import _health_check as hc
 
 
 def test_parse_args():

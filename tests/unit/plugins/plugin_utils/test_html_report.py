@@ -15,7 +15,7 @@ import pytest
 
 from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _build_view as view
 from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _html_report as html
-from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _report
+from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _gate, _report
 
 MIB = 1024 ** 2
 GIB = 1024 ** 3
@@ -99,17 +99,17 @@ def test_chart_points(timeline, span, top, expected):
 
 def preflight_report():
     def ready(available):
-        return {"ready": True, "checks": [{"name": "available_memory", "status": "ok", "message": ""}],
+        return {"ready": True, "checks": [{"name": "available_memory", "status": "ok", "message": "", "required_bytes": 8 * GIB}],
                 "policy": {"min_available_memory": ["absolute", 8 * GIB]},
                 "ansible_facts": {"gpufleet_memory": {"effective": {
                     "available_bytes": available, "available_human": "%dGi" % (available // GIB),
                     "total_bytes": 64 * GIB, "total_human": "64Gi", "limited_by": "host"}}}}
     failed = ready(2 * GIB)
-    failed.update(ready=False, checks=[{"name": "available_memory", "status": "failed",
+    failed.update(ready=False, checks=[{"name": "available_memory", "status": "failed", "required_bytes": 8 * GIB,
                                         "message": "2Gi available < 8Gi <b>needed</b>"}])
     report = _report.build_report({"node1": ready(40 * GIB), "blackwell-builder-07": failed, "node3": None},
                                   finished="2026-12-01T10:00:00Z", run={"collection_version": "0.1.0", "limit": "node*"})
-    report["gate"] = _report.gate(report, "1")
+    report["gate"] = _gate.gate(report, "1")
     return report
 
 
@@ -206,3 +206,22 @@ def test_a_peak_label_near_the_right_edge_stays_inside_the_chart():
     assert peak["anchor"] == "end" and peak["label_x"] < peak["x"]
     early = dict(entry, timeline=[[0.0, 249 * MIB, 2, 1], [20.0, MIB, 2, 1]])
     assert html.memory_chart("n", early)["peaks"][0]["anchor"] == "start"
+
+
+@pytest.mark.parametrize("value, text", [
+    (False, "false"), (True, "true"), (None, "(not set)"), ([], "[]"), (["build", "gpu"], '["build", "gpu"]'),
+    (30, "30"), ("4GiB", "4GiB"), (["absolute", 4 * GIB], "4.0Gi"), (["fraction", 0.5], "0.5 of the effective total")])
+def test_the_policy_table_shows_values_as_yaml_would(value, text):
+    assert html.policy_items({"option": value}) == [("option", text)]
+
+
+def test_the_lowest_hosts_of_500_are_visible_bars():
+    """A host with 64 MiB of 64 GiB available drew a 0.3 px bar among 500."""
+    def entry(available):
+        return {"status": "ready", "memory": {"effective_available_bytes": available, "effective_total_bytes": 64 * GIB,
+                                              "effective_available_human": "x", "effective_total_human": "64Gi"}}
+    hosts = dict(("node%03d" % i, entry(64 * 1024 * 1024 if i < 10 else 40 * GIB)) for i in range(500))
+    chart = html.fleet_memory_chart({"hosts": hosts})
+    assert min(bar["h"] for bar in chart["bars"]) >= html.MIN_BAR_PX
+    assert min(bar["w"] for bar in chart["bars"]) >= 1.0
+    assert all(abs(bar["y"] + bar["h"] - chart["base"]) < 1e-6 for bar in chart["bars"])

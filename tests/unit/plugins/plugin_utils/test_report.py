@@ -10,7 +10,8 @@ from xml.etree import ElementTree
 
 import pytest
 
-from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _report
+from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _gate, _report
+from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _policy, _policy_validation
 
 GIB = 1024 ** 3
 
@@ -93,18 +94,6 @@ def test_markdown_lists_failed_checks(report):
     assert text.count("\n| node") == 4
 
 
-@pytest.mark.parametrize("limit, abort", [(None, False), (3, False), ("3", False), (2, True), ("75%", False), ("50%", True), ("25%", True), ("0", True)])
-def test_gate(report, limit, abort):
-    assert _report.too_many_not_ready(report, limit)[0] is abort
-
-
-@pytest.mark.parametrize("limit", ["two", "-1", "150%", "1.5", "%"])
-def test_gate_rejects_bad_limits(report, limit):
-    with pytest.raises(ValueError) as err:
-        _report.too_many_not_ready(report, limit)
-    assert str(err.value).startswith("preflight_max_not_ready:")
-
-
 def test_json_render_round_trips(report):
     import json
     assert json.loads(_report.render_json(report))["summary"] == report["summary"]
@@ -185,13 +174,13 @@ def test_each_rendering_starts_with_its_signature(report):
     ("50%", "stop", 2, "3 of 4 hosts are not ready or unreachable, more than preflight_max_not_ready=50% (2 of 4 hosts) allows"),
 ])
 def test_the_gate_decision(report, limit, decision, allowed, reason):
-    gate = _report.gate(report, limit)
+    gate = _gate.gate(report, limit)
     assert gate == {"decision": decision, "abort": decision == "stop", "reason": reason, "not_ready": 3, "total": 4,
                     "max_not_ready": limit, "allowed": allowed}
 
 
 def stopped(report):
-    report["gate"] = _report.gate(report, "50%")
+    report["gate"] = _gate.gate(report, "50%")
     return report
 
 
@@ -208,23 +197,27 @@ def test_every_rendering_says_the_gate_stopped_the_run(report):
 
 
 def test_junit_gate_case_passes_when_the_run_goes_on(report):
-    report["gate"] = _report.gate(report, "3")
+    report["gate"] = _gate.gate(report, "3")
     suite = ElementTree.fromstring(_report.render_junit(report)).find("testsuite")
     assert suite.get("name") == "gate" and suite.get("failures") == "0" and suite.find("testcase/failure") is None
-    report["gate"] = _report.gate(report, None)   # no limit: no gate to pass or fail, no suite
+    report["gate"] = _gate.gate(report, None)   # no limit: no gate to pass or fail, no suite
     assert [s.get("name") for s in ElementTree.fromstring(_report.render_junit(report))] == ["node1", "node2", "node3", "node4"]
 
 
 def test_one_column_list_drives_console_markdown_and_html(report):
     """A new column is one entry: the console, Markdown and HTML tables all grow it (issue 21: range(4), numeric=(3,))."""
     from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _html_report
-    extra = _report.Column("waited", "WAITED S", lambda name, entry: str(entry.get("waited_seconds")), numeric=True)
+    extra = _report.Column(key="waited", header="WAITED S", cell=lambda name, entry: str(entry.get("waited_seconds")), numeric=True)
     columns = _report.COLUMNS[:2] + (extra,) + _report.COLUMNS[2:]
     table = _report.render_table(report, columns)
     assert table[0].startswith("HOST   STATUS       WAITED S  EFFECTIVE")
     assert table[1].startswith("node1  ready        " + "0".rjust(len("WAITED S")) + "  1.0Gi")
     md = _report.render_markdown(report, columns)
-    assert "| HOST | STATUS | WAITED S | EFFECTIVE" in md and "| --- | --- | ---: | --- | ---: | --- |" in md
+    assert "| HOST | STATUS | WAITED S | EFFECTIVE" in md
+    separator = [line for line in md.splitlines() if line.startswith("| --- |")][0]
+    cells = separator.strip("|").split("|")
+    assert len(cells) == len(columns) and cells[2].strip() == "---:"  # right-aligned because numeric; the rest follow theirs
+    assert [cell.strip() == "---:" for cell in cells] == [column.numeric for column in columns]
     original = _report.COLUMNS
     try:
         _report.COLUMNS = columns
@@ -344,8 +337,50 @@ def test_an_unknown_check_whose_reason_another_failure_says_is_merged_into_it():
 
 
 @pytest.mark.parametrize("rule, total, required", [
-    ("4GiB", 64 * GIB, 4 * GIB), ("0.5", 64 * GIB, 32 * GIB), (0.25, 8 * GIB, 2 * GIB), (["absolute", 3 * GIB], None, 3 * GIB),
-    (["fraction", 0.5], 2 * GIB, GIB), ("lots", GIB, None), (None, GIB, None), (["fraction", 0.5], None, None)])
-def test_the_required_minimum_is_read_from_the_policy_as_given(rule, total, required):
-    """readiness returns the options as given (min_available_memory: 4GiB): the fleet chart draws that minimum."""
-    assert _report.required_memory({"min_available_memory": rule}, total) == required
+    ("4GiB", 64 * GIB, 4 * GIB), ("0.5", 64 * GIB, 32 * GIB), (0.25, 8 * GIB, 2 * GIB), ("3GiB", None, None)])
+def test_the_required_minimum_is_the_one_the_check_computed(rule, total, required):
+    """The fleet chart draws the minimum check_available_memory computed (no second parse of the option)."""
+    memory = {"effective": {"available_bytes": GIB, "total_bytes": total}} if total else {}
+    policy = _policy_validation.validate_policy({"min_available_memory": rule})
+    checks = [_policy.check_available_memory({"memory": memory}, policy)]
+    assert _report.required_memory(checks) == required
+    assert _report.required_memory([]) is None
+    assert _report.required_memory([dict(checks[0], required_bytes="4GiB")]) is None
+
+
+def test_one_huge_message_does_not_make_every_report_huge():
+    """A node's 5 MB failure message is kept to MESSAGE_KEPT characters in every rendering, with a note that says so."""
+    from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _html_report
+    huge = "x" * (5 * 1024 * 1024)
+    results = {"n1": readiness(False, [{"name": "gpu_count", "status": "failed", "message": huge}]),
+               "n2": readiness(True, []), "n3": {"unreachable": True, "msg": huge}}
+    report = _report.build_report(results)
+    report["gate"] = _gate.gate(report, "0")
+    assert report["hosts"]["n1"]["checks"][0]["message"].endswith(
+        "[cut: %d characters in all; the host's registered readiness result has the whole text]" % len(huge))
+    assert len("\n".join(_report.render_table(report))) < 4 * _report.MESSAGE_KEPT
+    renderings = [_report.render_json(report), _report.render_markdown(report), _report.render_junit(report),
+                  _html_report.render_preflight_html(report)]
+    for text in renderings:
+        assert len(text) < 30 * _report.MESSAGE_KEPT, len(text)
+        assert "characters in all" in text
+    assert results["n1"]["checks"][0]["message"] is huge  # the registered result is not touched
+
+
+def test_a_column_without_its_header_names_the_header():
+    with pytest.raises(TypeError, match="header"):
+        _report.Column(key="waited", cell=lambda name, entry: "")  # pylint: disable=missing-kwoa
+
+
+def test_every_column_shows_a_real_value_for_some_recorded_host():
+    """A column reading a key host_entry never fills shows '-' on every row: each column must show a value on at least
+    one host of a real 8-node run (tests/tools/recorded: ready, not ready, cgroup-limited nodes)."""
+    import json
+    import os
+    here = os.path.dirname(os.path.abspath(__file__))
+    with open(os.path.join(here, "..", "..", "..", "tools", "recorded", "preflight_8_nodes.json")) as handle:
+        results = json.load(handle)
+    report = _report.build_report(results)
+    empty = [column.header for column in _report.COLUMNS
+             if all(column.cell(name, entry) in ("-", "", "None") for name, entry in report["hosts"].items())]
+    assert not empty, "these columns show no value on any recorded host (a key host_entry never fills?): %s" % empty

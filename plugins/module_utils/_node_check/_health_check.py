@@ -29,6 +29,7 @@ import time
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _metrics
 from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _node_facts
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _policy
+from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _policy_validation
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _readiness_options
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _slurm
 from ansible_collections.gpufleet.preflight.plugins.module_utils._run import find_executable, run_with_timeout, search_path
@@ -125,7 +126,7 @@ def first_line(ready, checks, message, limit=NPD_LINE):
 def evaluate(config):
     """Gather and judge: dict(ready, checks, message, facts, duration_seconds, checked_at_epoch)."""
     started = time.monotonic()
-    policy = _policy.validate_policy(config["policy"], require_jmespath=False)
+    policy = _policy_validation.validate_policy(config["policy"], require_jmespath=False)
     facts = _node_facts.gather(node_options(policy), run_with_timeout)
     facts = dict((key[len("gpufleet_"):], value) for key, value in facts.items())
     checks = _policy.evaluate(facts, policy)

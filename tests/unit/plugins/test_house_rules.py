@@ -1,0 +1,159 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The house rules, as tests (issue 26): the layers as folders, small files and functions, a test for every
+private file.
+
+Layers (docs/architecture.md): ``module_utils/_facts/`` (collectors), ``_readiness/`` (policy and checks, loaded
+alone by the controller and the node-local check), ``_build/`` (the guarded build), ``_node_check/`` (the node-local
+check: facts gathered and judged on the node), shared leaves at the top. Arrows only go down:
+``_node_check -> _facts, _readiness``, ``_build -> _facts``, every wing -> leaves; nothing in module_utils reaches up into the
+controller's plugin_utils, action or filter plugins. Read from the source (static imports), so an import inside a
+function counts too.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import ast
+import os
+
+import pytest
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+PLUGINS = os.path.join(REPO, "plugins")
+MODULE_UTILS = os.path.join(PLUGINS, "module_utils")
+PREFIX = "ansible_collections.gpufleet.preflight.plugins."
+WINGS = ("_facts", "_readiness", "_build", "_node_check")
+# which wings a file of each place may import (leaves: the top-level _*.py of module_utils)
+MAY_IMPORT = {
+    "leaves": set(),
+    "_facts": set(),
+    "_readiness": set(),
+    "_build": {"_facts"},
+    "_node_check": {"_facts", "_readiness"},
+}
+MAX_FILE_LINES = 500
+MAX_FUNCTION_LINES = 100
+# Private files without a test_<name>.py of their own, and why.
+NO_OWN_TEST = {
+    "plugins/module_utils/_constants.py": "names and numbers only; every test that uses one imports it from here",
+}
+
+
+def python_files(top=PLUGINS):
+    for dirpath, _dirs, files in os.walk(top):
+        for name in sorted(files):
+            if name.endswith(".py"):
+                yield os.path.join(dirpath, name)
+
+
+def relative(path):
+    return os.path.relpath(path, REPO)
+
+
+def imported_modules(path):
+    """The collection modules ``path`` imports, as dotted names under ``plugins.`` (``module_utils._facts._memory``)."""
+    with open(path) as handle:
+        tree = ast.parse(handle.read(), path)
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(PREFIX):
+            base = node.module[len(PREFIX):]
+            for alias in node.names:
+                candidate = "%s.%s" % (base, alias.name)
+                found.add(candidate if os.path.exists(module_path(candidate)) else base)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name[len(PREFIX):] for alias in node.names if alias.name.startswith(PREFIX))
+    return found
+
+
+def module_path(dotted):
+    return os.path.join(PLUGINS, *dotted.split(".")) + ".py"
+
+
+def place(dotted):
+    """``leaves``, a wing's name, or the plugin folder (``plugin_utils``, ``action``...) of a dotted name."""
+    parts = dotted.split(".")
+    if parts[0] != "module_utils":
+        return parts[0]
+    return parts[1] if len(parts) > 2 and parts[1] in WINGS else "leaves"
+
+
+def module_utils_files():
+    return [path for path in python_files(MODULE_UTILS) if not path.endswith("__init__.py")]
+
+
+def dotted_name(path):
+    return os.path.relpath(path, PLUGINS)[:-3].replace(os.sep, ".")
+
+
+def test_every_module_utils_file_is_in_a_wing_or_a_leaf():
+    stray = [relative(path) for path in python_files(MODULE_UTILS)
+             if os.path.dirname(path) not in [MODULE_UTILS] + [os.path.join(MODULE_UTILS, wing) for wing in WINGS]]
+    assert not stray, "module_utils has files outside its wings (%s) and leaves: %s" % (", ".join(WINGS), stray)
+
+
+@pytest.mark.parametrize("path", module_utils_files(), ids=relative)
+def test_imports_only_go_down(path):
+    here = place(dotted_name(path))
+    wrong = []
+    for target in sorted(imported_modules(path)):
+        there = place(target)
+        if there not in ("leaves", here) and there not in MAY_IMPORT[here]:
+            wrong.append("%s (%s)" % (target, there))
+    assert not wrong, "%s (%s) imports %s: arrows go only downward (%s)" % (
+        relative(path), here, ", ".join(wrong), "; ".join("%s may import %s" % (k, sorted(v) + ["leaves"])
+                                                          for k, v in sorted(MAY_IMPORT.items())))
+
+
+def test_module_utils_has_no_import_cycle():
+    graph = dict((dotted_name(path), set(t for t in imported_modules(path) if t.startswith("module_utils.")))
+                 for path in module_utils_files())
+    state, cycle = {}, []
+
+    def visit(node, stack):
+        state[node] = "open"
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == "open":
+                cycle.append(stack[stack.index(nxt):] + [nxt] if nxt in stack else [node, nxt])
+            elif nxt not in state:
+                visit(nxt, stack + [nxt])
+        state[node] = "done"
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+    assert not cycle, "import cycles in module_utils: %s" % ["  ->  ".join(c) for c in cycle]
+
+
+@pytest.mark.parametrize("path", list(python_files()), ids=relative)
+def test_no_file_is_over_500_lines(path):
+    with open(path) as handle:
+        lines = sum(1 for _line in handle)
+    assert lines <= MAX_FILE_LINES, ("%s has %d lines, more than %d: split it by concern (a module's option "
+                                     "documentation may move to plugins/doc_fragments)" % (relative(path), lines, MAX_FILE_LINES))
+
+
+@pytest.mark.parametrize("path", list(python_files()), ids=relative)
+def test_no_function_is_over_100_lines(path):
+    with open(path) as handle:
+        tree = ast.parse(handle.read(), path)
+    long_ones = ["%s (%d lines, line %d)" % (node.name, node.end_lineno - node.lineno + 1, node.lineno)
+                 for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                 and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES]
+    assert not long_ones, "%s: functions over %d lines: %s" % (relative(path), MAX_FUNCTION_LINES, ", ".join(long_ones))
+
+
+def test_every_private_file_has_its_test():
+    tests = set()
+    for dirpath, _dirs, files in os.walk(os.path.join(REPO, "tests", "unit")):
+        tests.update(name for name in files if name.startswith("test_") and name.endswith(".py"))
+    missing = [relative(path) for path in python_files() if os.path.basename(path).startswith("_")
+               and not os.path.basename(path).startswith("__") and relative(path) not in NO_OWN_TEST
+               and "test%s" % os.path.basename(path) not in tests]
+    assert not missing, ("no tests/unit/**/test_<name>.py for: %s (or say why in NO_OWN_TEST, tests/unit/plugins/"
+                         "test_house_rules.py)" % ", ".join(missing))
+    stale = [path for path in NO_OWN_TEST if not os.path.exists(os.path.join(REPO, path))]
+    assert not stale, "NO_OWN_TEST names files that are gone: %s" % stale
