@@ -7,8 +7,6 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import os
-
 import pytest
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils import _human as human
