@@ -227,3 +227,33 @@ def test_cold_and_seeded_builds_have_no_oom_kill(tmp_path):
         assert learned == ([False] * 12 if seeds is None else [True] * 12), starts
         if seeds:   # the heavy, long ones first
             assert sorted(row["source"] for row in starts[:2]) == ["src/a_heavy_1.c", "src/a_heavy_2.c"], starts
+
+
+def test_any_cmake_project_builds_under_admission_through_guarded_build_alone(tmp_path):
+    """Issue 29 item 4: guarded_build's admission option, no role: the mixed stand-in (a plain CMake C project)
+    configured and built inside the module at -j8 under a 500 MiB cgroup; the launcher comes in through the
+    environment's CMAKE_C_COMPILER_LAUNCHER, seeded peaks schedule it: 0 OOM kills, every compile through the
+    ledger."""
+    seed = tmp_path / "seed.json"
+    seed.write_text(json.dumps(dict(("src/" + name, {"peak_bytes": (320 if "heavy" in name else 60) * MIB, "killed": False,
+                                                     "seconds": 3.0 if "heavy" in name else 1.5})
+                                    for name in os.listdir(os.path.join(MIXED, "src")))))
+    wrapper = tmp_path / "cc-hog"
+    wrapper.write_text("#!/bin/sh\nexec %s %s cc \"$@\"\n" % (sys.executable, HOGCC))
+    wrapper.chmod(0o755)
+    build = tmp_path / "b"
+    guarded = str(tmp_path / "guarded")
+    result = run_module({"argv": ["sh", "-c", "cmake -S %s -B %s -G Ninja -DCMAKE_C_COMPILER=%s && cmake --build %s"
+                                  % (MIXED, build, wrapper, build)],
+                         "chdir": MIXED, "build_dir": guarded, "name": "admit-any-cmake", "jobs": 8,
+                         "memory_limit": "500MiB", "memory_per_thread": "32MiB", "reserve": "0", "max_attempts": 1,
+                         "force": True, "admission": {"reserve_bytes": "16MiB", "default_bytes": "100MiB",
+                                                      "seed_peaks": [str(seed)], "peaks_path": str(tmp_path / "peaks.json"),
+                                                      "poll_seconds": 0.2}})
+    assert not result["failed"] and oom_kills(result) == 0, result["_output"][-3000:]
+    with open(os.path.join(guarded, "gpufleet-admission", "ledger.log")) as handle:
+        rows = [json.loads(line) for line in handle]
+    starts = [row for row in rows if row["event"] == "start"]
+    assert len(starts) == 12 and all(row["learned"] for row in starts), rows
+    assert sorted(row["source"] for row in starts[:2]) == ["src/a_heavy_1.c", "src/a_heavy_2.c"], starts
+    assert json.loads(open(str(tmp_path / "peaks.json")).read()).get("src/b_light_01.c")
