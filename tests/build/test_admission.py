@@ -225,8 +225,8 @@ def test_cold_and_seeded_builds_have_no_oom_kill(tmp_path):
             starts = [json.loads(line) for line in handle if '"start"' in line]
         learned = [row["learned"] for row in starts]
         assert learned == ([False] * 12 if seeds is None else [True] * 12), starts
-        if seeds:   # the heavy, long ones first
-            assert sorted(row["source"] for row in starts[:2]) == ["src/a_heavy_1.c", "src/a_heavy_2.c"], starts
+        if seeds:   # a heavy, long one first (two do not fit together), light ones beside it
+            assert starts[0]["source"].startswith("src/a_heavy_") and not starts[1]["source"].startswith("src/a_heavy_")
 
 
 def test_any_cmake_project_builds_under_admission_through_guarded_build_alone(tmp_path):
@@ -255,5 +255,5 @@ def test_any_cmake_project_builds_under_admission_through_guarded_build_alone(tm
         rows = [json.loads(line) for line in handle]
     starts = [row for row in rows if row["event"] == "start"]
     assert len(starts) == 12 and all(row["learned"] for row in starts), rows
-    assert sorted(row["source"] for row in starts[:2]) == ["src/a_heavy_1.c", "src/a_heavy_2.c"], starts
+    assert starts[0]["source"].startswith("src/a_heavy_"), starts
     assert json.loads(open(str(tmp_path / "peaks.json")).read()).get("src/b_light_01.c")
