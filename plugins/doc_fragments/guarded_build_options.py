@@ -130,6 +130,18 @@ options:
         a C(ccache_dir) (or a C(CCACHE_DIR) in the environment) and a ccache on the PATH mean O(compiler_cache=ccache),
         so that ccache runs in depend mode. Prefer O(compiler_cache) and O(compiler_cache_dir).
     type: path
+  admission:
+    description:
+      - Memory admission for any CMake project - the collection's compile scheduler (the launcher the sgl_kernel role
+        uses) before every CUDA, C++ and C compile, through C(CMAKE_<LANG>_COMPILER_LAUNCHER) in the environment and
+        in C(CMAKE_ARGS); a compiler cache's launcher runs after it. Run the build wide (a large O(jobs)) - the
+        launcher starts the longest learned compile that fits the build cgroup's memory, within the CPUs.
+      - The launcher's settings (see the P(gpufleet.preflight.admission_config#filter) filter), e.g.
+        C({default_bytes: 5GiB, seed_peaks: [/shared/peaks.json]}); an empty dict takes its defaults. Unknown keys and
+        decimal sizes (V(64GB)) are refused naming them. C(state_dir) defaults to C(<build_dir>/gpufleet-admission),
+        C(peaks_path) to C(~/.cache/gpufleet/admission/peaks.json), C(root) to O(chdir).
+      - Omitted - no admission.
+    type: dict
   compiler_cache:
     description:
       - The compiler cache every CUDA, C++ and C compile goes through (C(-DCMAKE_<LANG>_COMPILER_LAUNCHER) appended

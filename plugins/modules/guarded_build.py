@@ -310,6 +310,7 @@ ARGUMENT_SPEC = dict(
     cmake_args=dict(type="str"),
     cmake_policy_version_minimum=dict(type="str"),
     ccache_dir=dict(type="path"),
+    admission=dict(type="dict"),
     compiler_cache=dict(type="str", choices=["auto", "ccache", "sccache", "none"]),
     compiler_cache_dir=dict(type="path"),
     compiler_cache_max_size=dict(type="str"),

@@ -29,22 +29,24 @@ HOGCC = os.path.join(MIXED, "hogcc.py")
 MIB = 1024 ** 2
 
 
-def configure_mix(build, config=None):
+def configure_mix(build, config=None, project=MIXED, admission=ADMISSION):
     """cmake -G Ninja of the stand-in with hogcc.py as the compiler wrapper, after the admission launcher if a config
     is given."""
     launcher = [sys.executable, HOGCC]
     if config:
-        launcher = [sys.executable, ADMISSION, "--config=" + config] + launcher
-    proc = subprocess.run(["cmake", "-S", MIXED, "-B", build, "-G", "Ninja", "-DCMAKE_C_COMPILER_LAUNCHER=" + ";".join(launcher)],
+        launcher = [sys.executable, admission, "--config=" + config] + launcher
+    proc = subprocess.run(["cmake", "-S", project, "-B", build, "-G", "Ninja", "-DCMAKE_C_COMPILER_LAUNCHER=" + ";".join(launcher)],
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, check=False)
     assert proc.returncode == 0, proc.stdout[-3000:]
 
 
-def admission_config(directory, peaks_path, default_mib=100, reserve_mib=16):
+def admission_config(directory, peaks_path, default_mib=100, reserve_mib=16, root=MIXED, **more):
     config = os.path.join(directory, "admission.json")
+    settings = {"state_dir": os.path.join(directory, "admission"), "peaks_path": peaks_path, "root": root,
+                "reserve_bytes": reserve_mib * MIB, "default_bytes": default_mib * MIB, "poll_seconds": 0.2}
+    settings.update(more)
     with open(config, "w") as handle:
-        json.dump({"state_dir": os.path.join(directory, "admission"), "peaks_path": peaks_path, "root": MIXED,
-                   "reserve_bytes": reserve_mib * MIB, "default_bytes": default_mib * MIB, "poll_seconds": 0.2}, handle)
+        json.dump(settings, handle)
     return config
 
 
@@ -121,7 +123,7 @@ def test_launcher_reads_its_cgroup_limit_and_reclaims_dead_entries(tmp_path):
         source = tmp_path / "one.c"
         source.write_text("int one(void) { return 1; }\n")
         probe = ("import sys; sys.path.insert(0, %r); import _admission as a; "
-                 "print(a.budget({'reserve_bytes': 0}, a.cgroup_limit(), a.mem_available()))" % os.path.dirname(ADMISSION))
+                 "print(a.policy.budget({'reserve_bytes': 0}, a.cgroup_limit(), a.mem_available()))" % os.path.dirname(ADMISSION))
 
         def in_group():
             with open(os.path.join(group, "cgroup.procs"), "w") as procs:
@@ -164,10 +166,10 @@ def test_compiler_exit_status_passes_through(tmp_path):
 
 
 def test_a_compile_that_grows_past_its_reservation_holds_what_it_uses(tmp_path):
-    """A source never seen reserves the default (100 MiB here) but holds 300: once the launcher sees its compile's
-    process tree hold more than it reserved, its reservation grows (300 x 1.15), so the next compile - learned at
-    200 MiB, which would fit beside the 100 reserved in a 500 MiB budget - waits until it ends (the real tree's
-    w4a8_grouped_mm_c3x.cu reserved the 5 GiB default and held 13.4 GiB while light compiles were admitted)."""
+    """A source never seen (default 100 MiB here) holds 300: it claims all that is left of the budget until it
+    ends (issue 29 item 2: it has not shown how it grows), so the next compile - learned at 200 MiB, which would fit
+    beside the 100 of the default in a 500 MiB budget - waits until it ends (the real tree's w4a8_grouped_mm_c3x.cu
+    reserved the 5 GiB default and held 13.4 GiB while light compiles were admitted)."""
     src = tmp_path / "src"
     src.mkdir()
     (src / "unseen.c").write_text("/* gpufleet-hog: 300 4 */\nint unseen(void) { return 1; }\n")
@@ -194,7 +196,7 @@ def test_a_compile_that_grows_past_its_reservation_holds_what_it_uses(tmp_path):
         except (OSError, ValueError):
             entry = {}
         held = entry.get("bytes", 0)
-    assert held >= 300 * MIB and entry.get("grown"), entry
+    assert held == 500 * MIB and entry.get("state") == "running", entry
     known = compile_("known.c")
     known_out, unseen_out = known.communicate(timeout=60)[0], unseen.communicate(timeout=60)[0]
     assert unseen.returncode == 0 and known.returncode == 0, (unseen_out, known_out)
@@ -204,3 +206,54 @@ def test_a_compile_that_grows_past_its_reservation_holds_what_it_uses(tmp_path):
     assert json.loads((state / "ledger.json").read_text()) == {}
     learned = json.loads(peaks.read_text())
     assert learned["unseen.c"]["peak_bytes"] >= 300 * MIB, learned
+
+
+def test_cold_and_seeded_builds_have_no_oom_kill(tmp_path):
+    """Issue 29 item 2: a node that never saw the tree (cold) does not OOM - an unknown source claims what is left
+    of the budget until it ends - and one seeded with another node's peaks (node A's peaks.json, read only) builds
+    warm at once: 0 OOM kills both, under the 500 MiB cap at -j4 that OOM-kills a fixed -j4."""
+    seed, dummy = learned_peaks(tmp_path)      # "node A"
+    for name, seeds in (("cold", None), ("seeded", [seed])):
+        folder = tmp_path / name
+        folder.mkdir()
+        config = admission_config(str(folder), str(folder / "peaks.json"), seed_peaks=seeds)
+        build = str(folder / "build")
+        configure_mix(build, config)
+        result = build_mix(build, "admit-" + name, 4, 500, max_attempts=1)
+        assert not result["failed"] and oom_kills(result) == 0, (name, result["_output"][-3000:])
+        with open(os.path.join(str(folder), "admission", "ledger.log")) as handle:
+            starts = [json.loads(line) for line in handle if '"start"' in line]
+        learned = [row["learned"] for row in starts]
+        assert learned == ([False] * 12 if seeds is None else [True] * 12), starts
+        if seeds:   # a heavy, long one first (two do not fit together), light ones beside it
+            assert starts[0]["source"].startswith("src/a_heavy_") and not starts[1]["source"].startswith("src/a_heavy_")
+
+
+def test_any_cmake_project_builds_under_admission_through_guarded_build_alone(tmp_path):
+    """Issue 29 item 4: guarded_build's admission option, no role: the mixed stand-in (a plain CMake C project)
+    configured and built inside the module at -j8 under a 500 MiB cgroup; the launcher comes in through the
+    environment's CMAKE_C_COMPILER_LAUNCHER, seeded peaks schedule it: 0 OOM kills, every compile through the
+    ledger."""
+    seed = tmp_path / "seed.json"
+    seed.write_text(json.dumps(dict(("src/" + name, {"peak_bytes": (320 if "heavy" in name else 60) * MIB, "killed": False,
+                                                     "seconds": 3.0 if "heavy" in name else 1.5})
+                                    for name in os.listdir(os.path.join(MIXED, "src")))))
+    wrapper = tmp_path / "cc-hog"
+    wrapper.write_text("#!/bin/sh\nexec %s %s cc \"$@\"\n" % (sys.executable, HOGCC))
+    wrapper.chmod(0o755)
+    build = tmp_path / "b"
+    guarded = str(tmp_path / "guarded")
+    result = run_module({"argv": ["sh", "-c", "cmake -S %s -B %s -G Ninja -DCMAKE_C_COMPILER=%s && cmake --build %s"
+                                  % (MIXED, build, wrapper, build)],
+                         "chdir": MIXED, "build_dir": guarded, "name": "admit-any-cmake", "jobs": 8,
+                         "memory_limit": "500MiB", "memory_per_thread": "32MiB", "reserve": "0", "max_attempts": 1,
+                         "force": True, "admission": {"reserve_bytes": "16MiB", "default_bytes": "100MiB",
+                                                      "seed_peaks": [str(seed)], "peaks_path": str(tmp_path / "peaks.json"),
+                                                      "poll_seconds": 0.2}})
+    assert not result["failed"] and oom_kills(result) == 0, result["_output"][-3000:]
+    with open(os.path.join(guarded, "gpufleet-admission", "ledger.log")) as handle:
+        rows = [json.loads(line) for line in handle]
+    starts = [row for row in rows if row["event"] == "start"]
+    assert len(starts) == 12 and all(row["learned"] for row in starts), rows
+    assert starts[0]["source"].startswith("src/a_heavy_"), starts
+    assert json.loads(open(str(tmp_path / "peaks.json")).read()).get("src/b_light_01.c")

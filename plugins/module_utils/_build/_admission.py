@@ -1,31 +1,20 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet.preflight contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Memory admitted per compile: a compiler launcher that waits until the build's memory budget has room for this
-source's expected peak (issue 17 item 2).
+"""Memory admitted per compile: a compiler launcher that schedules the node's compiles (issues 17, 28, 29).
 
-One global ``-j`` is sized either for the heaviest source (and wastes the node on the common ones) or for the common
-ones (and OOMs on the heavy ones): sgl-kernel's SM120 GEMM sources peak at 6-15 GiB in cicc while the others stay
-under 3 GiB. This launcher sits before the compiler (``CMAKE_CUDA_COMPILER_LAUNCHER`` / ``CMAKE_CXX_COMPILER_LAUNCHER``,
-before a cache launcher when there is one) and:
-
-- finds the source on the compiler's command line (``-c <file>``, else the last argument with a source suffix);
-- expects the peak this source had the last time the node compiled it (``peaks.json``, keyed by the path relative to
-  the project root), times a margin; a source never seen gets the default;
-- waits, first come first served (a later, shorter compile may backfill without delaying the first), until the sum
-  of what the running compiles reserved plus its own peak fits the budget (the build cgroup's memory limit less a
-  reserve, or the configured budget) - alone it always runs, so a source bigger than the budget still gets its chance
-  and an OOM backs the build off as before;
-- runs the compiler and, while it runs, raises its reservation to what the compile really holds (the resident size
-  of the launcher's process tree, times the margin) once that passes what was reserved: a source never seen, or one
-  that grew since, holds the budget it uses, so the compiles that come after wait for it (the real tree's
-  ``w4a8_grouped_mm_c3x.cu``, never seen, reserved the 5 GiB default and held 13.4);
-- then records the largest resident size of any process it started (``RUSAGE_CHILDREN``) as the source's peak (a
-  compile killed by a signal keeps the larger of its partial peak and the one known before).
-
-The ledger is a small JSON file under ``flock``; entries of dead launchers are reclaimed. Stdlib only: the role copies
-this file beside the build and runs it with the build venv's python (``python gpufleet_admit.py --config=F -- cc ...``).
-The pure functions are tested in tests/unit; the launcher with real processes and a real cgroup in tests/build.
+ninja runs wide; each compile's launcher (``CMAKE_<LANG>_COMPILER_LAUNCHER``, before a cache launcher) joins the
+node's queue - a small JSON ledger under ``flock`` - and one decision (``pick_next``, taken by whichever launcher holds
+the lock) starts, among the waiting compiles, the one with the longest learned time that fits the memory budget (the
+build cgroup's limit less a reserve), with no more running than the CPUs allow (counting nvcc ``--threads``). Alone a
+compile always runs. A source never seen (or last killed) starts alone or within what is left beside known ones and
+holds all of it until it ends: it has not shown how it grows. A running compile's reservation follows its process
+tree: what it holds now times the margin, with a floor of the largest phase (cicc, ptxas, the host compiler) still
+ahead of it as learned, so the room a finished cicc frees is used at once. Peaks, times and phases are learned per
+source (``peaks.json``, keyed by the tree's identity, the path in the tree and the compile's arch flags) and may be
+seeded from other nodes' files. A dead launcher's entry is reclaimed; its compiler dies with it (PR_SET_PDEATHSIG).
+Stdlib only: the role copies this file beside the build (``python gpufleet_admit.py --config=F -- cc ...``). Pure
+functions: tests/unit; the launcher with real processes and cgroups: tests/build.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -38,158 +27,22 @@ import json
 import os
 import resource
 import signal
+import stat
 import subprocess
 import sys
+import tempfile
 import time
 
-SOURCE_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx", ".c", ".C", ".c++")
-DEFAULTS = {
-    "state_dir": None,          # ledger.json + ledger.lock (one per build)
-    "peaks_path": None,         # peaks.json (node-local, shared by the builds of this node)
-    "root": None,               # project source root: keys are paths relative to it
-    "budget_bytes": None,       # None: the cgroup's memory.max (else MemAvailable at start)
-    "reserve_bytes": 512 * 1024 ** 2,   # ninja, cmake, pip and the page cache inside the cgroup
-    "default_bytes": 5 * 1024 ** 3,     # a source never seen: memory per nvcc thread ...
-    "default_times": 1,                 # ... x nvcc threads
-    "margin": 1.15,
-    "poll_seconds": 0.5,
-    # how often a running compile's process tree is measured: a scan of /proc (no children lists in every kernel)
-    "sample_seconds": 2.0,
-}
+try:    # in the collection
+    from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _admission_policy as policy
+except ImportError:     # beside the build: the role copies both files
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import _admission_policy as policy  # pylint: disable=import-error
+
+DEFAULTS = policy.DEFAULTS
 
 
-# -- pure functions -------------------------------------------------------------------------------------------------
-def source_of(argv):
-    """The source file a compiler command line compiles, or None (a link step, a version query)."""
-    args = list(argv)
-    for index, arg in enumerate(args[:-1]):
-        if arg == "-c" and args[index + 1].endswith(SOURCE_SUFFIXES):
-            return args[index + 1]
-    for arg in reversed(args):
-        if not arg.startswith("-") and arg.endswith(SOURCE_SUFFIXES):
-            return arg
-    return None
-
-
-def source_key(source, root=None, cwd=None):
-    """A stable key for the source: relative to the project root when under it, else its absolute path."""
-    if source is None:
-        return None
-    path = os.path.normpath(os.path.join(cwd or os.getcwd(), source))
-    if root:
-        root = os.path.normpath(root)
-        if path == root or path.startswith(root + os.sep):
-            return os.path.relpath(path, root)
-    return path
-
-
-def expected_seconds(peaks, key):
-    """How long this source took the last time (None: never seen, or killed)."""
-    entry = (peaks or {}).get(key) if key else None
-    if entry and entry.get("seconds") and not entry.get("killed"):
-        return float(entry["seconds"])
-    return None
-
-
-def expected_bytes(peaks, key, default_bytes, margin):
-    """(bytes this compile is expected to need, whether it was learned)."""
-    entry = (peaks or {}).get(key) if key else None
-    if entry and entry.get("peak_bytes"):
-        return int(entry["peak_bytes"] * margin), True
-    return int(default_bytes), False
-
-
-def reclaim(ledger, alive):
-    """The ledger without the entries whose launcher is gone."""
-    return dict((pid, entry) for pid, entry in (ledger or {}).items() if alive(int(pid)))
-
-
-def decide(ledger, pid, budget_bytes, now=None):
-    """Whether the waiting entry ``pid`` may start now.
-
-    The first waiter starts when its bytes fit beside the running ones, or when nothing runs (alone it always runs).
-    A later waiter may overtake it only without delaying it (backfilling, as batch schedulers do): it must fit now, and
-    either end - by the seconds it took last time - before the running compiles free enough room for the first waiter,
-    or fit beside the first waiter even then. So a heavy source is never starved by light ones, and light ones still
-    fill the room a heavy one leaves."""
-    now = time.time() if now is None else now
-    me = ledger[str(pid)]
-    running = [e for e in ledger.values() if e.get("state") == "running"]
-    used = sum(e["bytes"] for e in running)
-    fits = used + me["bytes"] <= budget_bytes or not running
-    earlier = sorted((e["since"], p) for p, e in ledger.items() if p != str(pid) and e.get("state") == "waiting"
-                     and (e["since"], p) < (me["since"], str(pid)))
-    if not earlier or not fits:
-        return fits
-    head = ledger[earlier[0][1]]
-    # when will the head fit? the running compiles end at start + their learned seconds (unknown: never, as far as
-    # planning goes)
-    ends = sorted((e.get("started", now) + e["seconds"] if e.get("seconds") else float("inf"), e["bytes"]) for e in running)
-    room = budget_bytes - used
-    if room >= head["bytes"] or not running:     # the head starts at its next look
-        shadow, spare = now, max(room - head["bytes"], 0)
-    else:
-        shadow, spare = float("inf"), 0
-        for end, size in ends:
-            room += size
-            if room >= head["bytes"]:
-                shadow, spare = end, room - head["bytes"]
-                break
-    if me.get("seconds") and now + me["seconds"] <= shadow:
-        return True
-    return me["bytes"] <= spare
-
-
-def killed_by_signal(rc):
-    """Whether a compile's exit status says it was killed: by a signal (negative), or - through nvcc or a cache
-    launcher, which report a child's death as 128 + its signal (the real tree's OOM-killed cicc came back as 137) -
-    by the OOM killer or a stop."""
-    return rc < 0 or rc - 128 in (signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-
-
-def grown(reserved_bytes, live_bytes, margin):
-    """The reservation of a running compile that holds ``live_bytes``: what it reserved, or more once it uses more
-    (times the margin, as a learned peak is; it may grow further)."""
-    return max(int(reserved_bytes), int(live_bytes * margin))
-
-
-def tree_members(stats, root):
-    """The pids of ``root`` and its descendants, from ``{pid: ppid}``."""
-    children = {}
-    for pid, ppid in stats.items():
-        children.setdefault(ppid, []).append(pid)
-    members, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        members.append(pid)
-        todo.extend(children.get(pid, ()))
-    return members
-
-
-def record(peaks, key, peak_bytes, seconds, killed, now):
-    """The peaks with this compile's measurement: the last measurement wins (sources change); a compile killed by a
-    signal (the OOM killer, a back-off) did not finish its peak, so it keeps the larger of this and what was known;
-    one far quicker and smaller than last time is a compiler cache's hit (the cache launcher runs after this one)
-    and changes nothing learned."""
-    peaks = dict(peaks or {})
-    if not key:
-        return peaks
-    peak = int(peak_bytes)
-    previous = peaks.get(key) or {}
-    if killed:
-        peak = max(peak, int(previous.get("peak_bytes") or 0))
-    elif previous.get("peak_bytes") and previous.get("seconds") and not previous.get("killed") \
-            and float(seconds) < 0.25 * float(previous["seconds"]) and peak < int(previous["peak_bytes"]):
-        # far quicker and smaller than last time: a compiler cache hit (ccache/sccache after this launcher), not
-        # what the source costs to compile - keep what was learned
-        entry = dict(previous, runs=int(previous.get("runs", 0)) + 1, cache_hits=int(previous.get("cache_hits", 0)) + 1)
-        peaks[key] = entry
-        return peaks
-    peaks[key] = {"peak_bytes": peak, "seconds": round(float(seconds), 1), "killed": bool(killed), "at": int(now),
-                  "runs": int(previous.get("runs", 0)) + 1}
-    return peaks
-
-
+# -- the node -------------------------------------------------------------------------------------------------------
 UNLIMITED = 1 << 60
 
 
@@ -235,18 +88,21 @@ def mem_available(meminfo="/proc/meminfo"):
     return None
 
 
-def budget(config, limit=None, available=None):
-    """The bytes compiles may reserve together: the configured budget and the cgroup limit (the smaller), less the
-    reserve; without either, what is available now."""
-    candidates = [b for b in (config.get("budget_bytes"), limit) if b]
-    base = min(candidates) if candidates else (available or 0)
-    return max(int(base) - int(config.get("reserve_bytes") or 0), 1)
-
-
 # -- files ----------------------------------------------------------------------------------------------------------
+def open_regular(path, flags):
+    """A descriptor of ``path`` only when it is a regular file: a FIFO planted there never blocks the open
+    (O_NONBLOCK), a symlink is not followed (O_NOFOLLOW). OSError otherwise."""
+    fd = os.open(path, flags | os.O_NONBLOCK | os.O_NOFOLLOW, 0o644)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file", path)
+    return fd
+
+
 def load_json(path):
+    """The JSON object in ``path``; {} when missing, unreadable, not a regular file or not an object."""
     try:
-        with open(path) as handle:
+        with os.fdopen(open_regular(path, os.O_RDONLY)) as handle:
             data = json.load(handle)
         return data if isinstance(data, dict) else {}
     except (IOError, OSError, ValueError):
@@ -254,27 +110,32 @@ def load_json(path):
 
 
 def save_json(path, data):
-    tmp = "%s.%d.tmp" % (path, os.getpid())
-    with open(tmp, "w") as handle:
-        json.dump(data, handle, indent=0, sort_keys=True)
-    os.rename(tmp, path)
+    """Replace ``path`` atomically by a temp file made fresh in its folder (mkstemp: never through a planted link)."""
+    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", suffix=".tmp", dir=os.path.dirname(path) or ".")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            os.fchmod(handle.fileno(), 0o644)
+            json.dump(data, handle, indent=0, sort_keys=True)
+        os.rename(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
 
 
 class Locked(object):
-    """flock on a lock file for the time of a with-block."""
+    """flock on a lock file (a regular file; a FIFO or link there is refused) for the time of a with-block."""
 
     def __init__(self, path):
         self.path = path
-        self.handle = None
+        self.fd = None
 
     def __enter__(self):
-        self.handle = open(self.path, "a")
-        fcntl.flock(self.handle, fcntl.LOCK_EX)
+        self.fd = open_regular(self.path, os.O_RDWR | os.O_CREAT)
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
         return self
 
     def __exit__(self, *exc):
-        fcntl.flock(self.handle, fcntl.LOCK_UN)
-        self.handle.close()
+        os.close(self.fd)   # closing the only descriptor releases the flock
 
 
 def pid_alive(pid):
@@ -285,22 +146,32 @@ def pid_alive(pid):
     return True
 
 
-UNITS = {"": 1, "B": 1, "K": 1024, "KB": 1000, "KIB": 1024, "M": 1024 ** 2, "MB": 1000 ** 2, "MIB": 1024 ** 2,
-         "G": 1024 ** 3, "GB": 1000 ** 3, "GIB": 1024 ** 3, "T": 1024 ** 4, "TB": 1000 ** 4, "TIB": 1024 ** 4}
-
-
-def parent_pids(proc="/proc"):
-    """``{pid: ppid}`` of every process readable now (one that ends meanwhile is left out)."""
-    parents = {}
+def proc_table(proc="/proc"):
+    """``{pid: (ppid, name, start)}`` of every process readable now (one that ends meanwhile is left out)."""
+    table = {}
     for name in os.listdir(proc):
         if name.isdigit():
             try:
                 with open(os.path.join(proc, name, "stat"), "rb") as handle:
-                    # the command name may hold spaces and parentheses: the fields after its last ")"
-                    parents[int(name)] = int(handle.read().rsplit(b")", 1)[1].split()[1])
+                    text = handle.read()
+                # the command name may hold spaces and parentheses: it ends at the last ")"
+                head, tail = text.split(b"(", 1)[1].rsplit(b")", 1)[0], text.rsplit(b")", 1)[1].split()
+                table[int(name)] = (int(tail[1]), head.decode("utf-8", "replace"), int(tail[19]) if len(tail) > 19 else 0)
             except (IOError, OSError, IndexError, ValueError):
                 pass
-    return parents
+    return table
+
+
+def parent_pids(proc="/proc"):
+    """``{pid: ppid}`` of every process readable now."""
+    return dict((pid, row[0]) for pid, row in proc_table(proc).items())
+
+
+def cpu_count():
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def resident_bytes(pids, proc="/proc"):
@@ -316,27 +187,14 @@ def resident_bytes(pids, proc="/proc"):
     return total
 
 
-def to_bytes(value):
-    """An int, a number string or a size like 16GiB / 512M -> bytes; None / '' -> None."""
-    if value is None or value == "":
-        return None
-    if isinstance(value, (int, float)):
-        return int(value)
-    text = str(value).strip().replace(" ", "")
-    number = text.rstrip("BbKkMmGgTtIi")
-    unit = text[len(number):].upper()
-    if unit not in UNITS or not number:
-        raise ValueError("not a size: %r" % (value,))
-    return int(float(number) * UNITS[unit])
-
-
 def load_config(path):
-    config = dict(DEFAULTS)
-    config.update(load_json(path))
-    for name in ("budget_bytes", "reserve_bytes", "default_bytes"):
-        config[name] = to_bytes(config.get(name))
-    config["default_bytes"] = (config["default_bytes"] or DEFAULTS["default_bytes"]) * int(config.get("default_times") or 1)
-    for name in ("state_dir", "peaks_path", "root"):
+    """The launcher's config file; ValueError naming what is wrong in it."""
+    settings = load_json(path)
+    if not settings and not os.path.isfile(path):
+        raise ValueError("%s is not a readable regular file" % path)
+    config = policy.checked_config(settings)
+    config["default_bytes"] = (config["default_bytes"] or DEFAULTS["default_bytes"]) * int(config["default_times"])
+    for name in policy.PATHS:
         if config.get(name):
             config[name] = os.path.expanduser(config[name])
     if not config.get("state_dir"):
@@ -347,123 +205,245 @@ def load_config(path):
 
 
 # -- the launcher ---------------------------------------------------------------------------------------------------
-def wait_for_room(config, key, need, pid, log, seconds=None):
-    """Queue in the ledger, wait until admitted; returns (seconds waited, budget)."""
+class Stopped(Exception):
+    """A signal asked this launcher to end while it waited (raised by the main path, never by a handler)."""
+
+
+def _files(config):
     state = config["state_dir"]
-    ledger_path = os.path.join(state, "ledger.json")
-    lock_path = os.path.join(state, "ledger.lock")
-    room = budget(config, cgroup_limit(), mem_available())
-    start = time.time()
-    with Locked(lock_path):
-        ledger = reclaim(load_json(ledger_path), pid_alive)
-        ledger[str(pid)] = {"state": "waiting", "bytes": need, "source": key, "since": start, "seconds": seconds}
-        save_json(ledger_path, ledger)
-    said = False
+    return [os.path.join(state, name) for name in ("ledger.json", "ledger.lock", "ledger.log")]
+
+
+def log_event(config, **event):
+    """One JSON line in the ledger's log (under the ledger's lock): what the scheduler started and what ended."""
+    event["t"] = round(time.time(), 3)
+    fd = open_regular(_files(config)[2], os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    try:
+        os.write(fd, (json.dumps(event, sort_keys=True) + "\n").encode())
+    finally:
+        os.close(fd)
+
+
+def schedule(config, ledger, room, cpus):
+    """The one decision, taken under the lock by whichever launcher holds it: start what ``pick_next`` picks until
+    nothing more fits (its launcher sees ``running`` and runs it). An unlearned compile claims what is left."""
     while True:
-        with Locked(lock_path):
-            ledger = reclaim(load_json(ledger_path), pid_alive)
-            if str(pid) not in ledger:
-                ledger[str(pid)] = {"state": "waiting", "bytes": need, "source": key, "since": start, "seconds": seconds}
-            if decide(ledger, pid, room):
-                ledger[str(pid)]["state"] = "running"
-                ledger[str(pid)]["started"] = time.time()
+        entries = [dict(entry, pid=pid) for pid, entry in ledger.items()]
+        running = [e for e in entries if e["state"] == "running"]
+        settled = time.time() - float(config["settle_seconds"])
+        pick = policy.pick_next([e for e in entries if e["state"] == "waiting" and e["since"] <= settled], running,
+                                room, cpus)
+        if pick is None:
+            return
+        entry = ledger[pick["pid"]]
+        used = sum(e["bytes"] for e in running)
+        if not entry.get("learned"):
+            entry["bytes"] = max(entry["bytes"], entry.get("budget", room) - used)
+        entry.update(state="running", started=time.time())
+        log_event(config, event="start", pid=int(pick["pid"]), source=entry.get("source"), bytes=entry["bytes"],
+                  seconds=entry.get("seconds"), threads=entry.get("threads") or 1, learned=bool(entry.get("learned")),
+                  running=len(running) + 1, running_threads=sum(e.get("threads") or 1 for e in running) +
+                  (entry.get("threads") or 1), used_bytes=used + entry["bytes"])
+
+
+def _inode(path):
+    try:
+        found = os.stat(path)
+        return found.st_ino, found.st_mtime, found.st_size
+    except OSError:
+        return None
+
+
+def wait_for_room(config, mine, pid, log, stopped=lambda: None):
+    """Queue ``mine`` in the ledger and wait until the decision starts it; its reservation then. A waiting compile
+    only stats the ledger between decisions (a change of inode: something started, grew or ended); a signal only
+    sets a flag, checked here outside the lock, so nothing ever waits on a lock it holds."""
+    ledger_path, lock_path = _files(config)[:2]
+    poll, seen, decided, said = float(config["poll_seconds"]), None, 0.0, False
+    settle = float(config["settle_seconds"])
+    while True:
+        if stopped():
+            raise Stopped()
+        now = time.time()
+        if seen is None or _inode(ledger_path) != seen or now - decided >= 4 * poll or now - mine["since"] < settle + poll:
+            with Locked(lock_path):
+                ledger = policy.reclaim(load_json(ledger_path), pid_alive)
+                ledger.setdefault(str(pid), dict(mine))
+                schedule(config, ledger, mine["budget"], mine["cpus"])
                 save_json(ledger_path, ledger)
-                return time.time() - start, room
-            save_json(ledger_path, ledger)
+                seen, decided = _inode(ledger_path), time.time()
+                if ledger[str(pid)]["state"] == "running":
+                    return ledger[str(pid)]["bytes"]
         if not said:
-            log("gpufleet-admit: %s waits for %.1f GiB of the %.1f GiB budget" % (key, need / 1024.0 ** 3, room / 1024.0 ** 3))
+            log("gpufleet-admit: %s waits for %.1f GiB of the %.1f GiB budget" % (
+                mine["source"], mine["bytes"] / 1024.0 ** 3, mine["budget"] / 1024.0 ** 3))
             said = True
-        time.sleep(float(config["poll_seconds"]))
+        time.sleep(poll)
 
 
-def hold(config, pid, live_bytes):
-    """Raise this launcher's running reservation to what its compile holds (``grown``), when that is more."""
-    state = config["state_dir"]
-    with Locked(os.path.join(state, "ledger.lock")):
-        ledger = load_json(os.path.join(state, "ledger.json"))
+def update(config, pid, change, room=None, cpus=None):
+    """Apply ``change(entry)`` to this launcher's running entry under the lock (it returns whether to save); with
+    ``room``, decide again (a reservation that went down frees room at once)."""
+    ledger_path, lock_path = _files(config)[:2]
+    with Locked(lock_path):
+        ledger = policy.reclaim(load_json(ledger_path), pid_alive)
         entry = ledger.get(str(pid))
-        if entry and entry.get("state") == "running":
-            wanted = grown(entry["bytes"], live_bytes, float(config["margin"]))
-            if wanted > entry["bytes"]:
-                entry["bytes"], entry["grown"] = wanted, True
-                save_json(os.path.join(state, "ledger.json"), ledger)
+        if entry and entry["state"] == "running" and change(entry):
+            if room is not None:
+                schedule(config, ledger, room, cpus)
+            save_json(ledger_path, ledger)
 
 
-def wait_holding(config, pid, child):
-    """Wait for the compiler; while it runs, hold in the ledger what its process tree really uses. Its return code."""
+def leave(config, pid, room, cpus, **event):
+    ledger_path, lock_path = _files(config)[:2]
+    with Locked(lock_path):
+        ledger = policy.reclaim(load_json(ledger_path), pid_alive)
+        if ledger.pop(str(pid), None) and event:
+            log_event(config, event="end", pid=pid, **event)
+        schedule(config, ledger, room, cpus)
+        save_json(ledger_path, ledger)
+
+
+def wait_holding(config, mine, held, child, phases, stopped=lambda: None):
+    """Wait for the compiler; while it runs, hold in the ledger what its process tree needs now (``reservation``).
+    Its return code and the phases it went through ``[[youngest process's name, bytes the tree held]]``. A signal
+    the handler could not forward (it came before the compiler existed) is forwarded here."""
+    margin, position, seen, forwarded = float(config["margin"]), 0, [], None
     while True:
+        if stopped() and forwarded is None:
+            forwarded = stopped()
+            child.send_signal(forwarded)
         try:
-            return child.wait(timeout=float(config["sample_seconds"]))   # returns as the compiler ends, not later
+            return child.wait(timeout=float(config["sample_seconds"])), seen   # returns as the compiler ends
         except subprocess.TimeoutExpired:
-            hold(config, pid, resident_bytes(tree_members(parent_pids(), child.pid)))
+            table = proc_table()
+            members = [pid for pid in policy.tree_members(dict((p, r[0]) for p, r in table.items()), child.pid) if pid in table]
+            live = resident_bytes(members)
+            name = max((table[pid][2], table[pid][1]) for pid in members)[1] if members else "?"
+            if seen and seen[-1][0] == name:
+                seen[-1][1] = max(seen[-1][1], live)
+            elif len(seen) < 64:
+                seen.append([name, live])
+            position = policy.advance(phases, position, name)
+            wanted = policy.reservation({"bytes": held}, live, margin, phases, position)
+            if wanted != held:
+                held = wanted
+                update(config, mine["pid"], lambda entry: entry.update(bytes=wanted, grown=True) or True,
+                       mine["budget"], mine["cpus"])
 
 
-def leave(config, pid):
-    state = config["state_dir"]
-    with Locked(os.path.join(state, "ledger.lock")):
-        ledger = reclaim(load_json(os.path.join(state, "ledger.json")), pid_alive)
-        ledger.pop(str(pid), None)
-        save_json(os.path.join(state, "ledger.json"), ledger)
-
-
-def learn(config, key, peak, seconds, killed):
+def learn(config, key, peak, seconds, killed, phases):
     peaks_path = config["peaks_path"]
     with Locked(peaks_path + ".lock"):
-        save_json(peaks_path, record(load_json(peaks_path), key, peak, seconds, killed, time.time()))
+        save_json(peaks_path, policy.record(load_json(peaks_path), key, peak, seconds, killed, time.time(), phases))
+
+
+def die_with_parent():
+    """preexec of the compiler: SIGKILL it when this launcher dies (PR_SET_PDEATHSIG), so a SIGKILLed launcher
+    never leaves a compile running outside the ledger. Linux only; elsewhere the ledger keeps its entry while the
+    compiler's pid lives."""
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)   # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError, ImportError):
+        pass
+
+
+def node_peaks(config):
+    """This node's peaks over the seeds (other nodes' files), merged."""
+    return policy.merge_peaks(*[load_json(path) for path in (config.get("seed_peaks") or [])] + [load_json(config["peaks_path"])])
+
+
+def run_admitted(config, key, argv, stop):
+    """Wait for the decision, run the compiler, leave the ledger, learn its peak. The compiler's exit status."""
+    peaks = node_peaks(config)
+    need, learned = policy.expected_bytes(peaks, key, config["default_bytes"], float(config["margin"]))
+    cpus = int(config.get("cpus") or cpu_count())
+    room = policy.budget(config, cgroup_limit(), mem_available())
+    mine = {"state": "waiting", "bytes": need, "source": key, "since": time.time(), "seconds": policy.expected_seconds(peaks, key),
+            "threads": policy.threads_of(argv[1:], cpus), "learned": learned, "budget": room, "cpus": cpus, "pid": os.getpid()}
+    stopped = lambda: stop["signal"]   # noqa: E731
+    rc, seconds, seen = None, 0.0, []
+    try:
+        held = wait_for_room(config, dict((k, v) for k, v in mine.items() if k != "pid"), mine["pid"],
+                             lambda text: sys.stderr.write(text + "\n"), stopped)
+        if stopped():
+            raise Stopped()
+        start = time.time()
+        child = subprocess.Popen(argv, preexec_fn=die_with_parent)
+        stop["child"] = child
+        update(config, mine["pid"], lambda entry: entry.update(child=child.pid) or True)
+        rc, seen = wait_holding(config, mine, held, child, policy.phases_of(policy.known(peaks, key)), stopped)
+        seconds = time.time() - start
+    except Stopped:
+        return 128 + stop["signal"]
+    finally:
+        leave(config, mine["pid"], room, cpus, source=key, rc=rc, seconds=round(seconds, 2))
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+    learn(config, key, peak, seconds, policy.killed_by_signal(rc), seen)
+    return 128 - rc if rc < 0 else rc
+
+
+def check(config, out=sys.stdout):
+    """``--check``: the learned sources of this tree that need more than this node's budget, before any build."""
+    room = policy.budget(config, cgroup_limit(), mem_available())
+    big = policy.too_big(node_peaks(config), room, config.get("tree"))
+    message = "the budget of %.1f GiB is below what %s held when compiled" % (room / 1024.0 ** 3, ", ".join(
+        "%s (%.1f GiB)" % (key, peak / 1024.0 ** 3) for key, peak in big)) if big else ""
+    out.write(json.dumps({"budget_bytes": room, "too_big": [{"source": k, "peak_bytes": p} for k, p in big],
+                          "message": message}) + "\n")
+    return 0
 
 
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
-    config_path = None
-    while argv and argv[0].startswith("--config="):
-        config_path = argv.pop(0).split("=", 1)[1]
+    config_path, checking = None, False
+    while argv and (argv[0].startswith("--config=") or argv[0] == "--check"):
+        option = argv.pop(0)
+        checking = checking or option == "--check"
+        config_path = option.split("=", 1)[1] if "=" in option else config_path
     if argv and argv[0] == "--":
         argv.pop(0)
-    if not argv:
-        sys.stderr.write("gpufleet-admit: usage: gpufleet_admit.py --config=FILE [--] COMPILER ARGS...\n")
+    if not argv and not (checking and config_path):
+        sys.stderr.write("gpufleet-admit: usage: gpufleet_admit.py --config=FILE [--check | [--] COMPILER ARGS...]\n")
         return 2
-    key = None
-    config = None
+    config = key = None
     if config_path:
-        config = load_config(config_path)
-        key = source_key(source_of(argv[1:]), config.get("root"))
+        try:
+            config = load_config(config_path)
+        except ValueError as exc:
+            sys.stderr.write("gpufleet-admit: %s: %s\n" % (config_path, exc))
+            return 2
+        if checking:
+            return check(config)
+        key = policy.source_key(policy.source_of(argv[1:]), config.get("root"), tree=config.get("tree"), flags=policy.flags_id(argv[1:]))
     if config is None or key is None:   # not a compile of a source: run it as is
         os.execvp(argv[0], argv)
-    try:
-        os.makedirs(config["state_dir"])
-    except OSError:
-        pass
-    try:
-        os.makedirs(os.path.dirname(config["peaks_path"]))
-    except OSError:
-        pass
-    peaks = load_json(config["peaks_path"])
-    need, _learned = expected_bytes(peaks, key, config["default_bytes"], float(config["margin"]))
-    pid = os.getpid()
-    room = None
-    child = None
+    for folder in (config["state_dir"], os.path.dirname(config["peaks_path"])):
+        try:
+            os.makedirs(folder)
+        except OSError:
+            pass
+    stop = {"signal": None, "child": None}
 
     def forward(signum, _frame):
-        if child is not None and child.poll() is None:
-            child.send_signal(signum)
-        else:
-            leave(config, pid)
-            raise SystemExit(128 + signum)
+        # never block here (no lock, no file): note the signal, pass it to the compiler; the main path leaves
+        stop["signal"] = stop["signal"] or signum
+        child = stop["child"]
+        if child is not None and child.returncode is None:
+            try:
+                os.kill(child.pid, signum)
+            except OSError:
+                pass
 
     for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(signum, forward)
     try:
-        _waited, room = wait_for_room(config, key, need, pid, lambda text: sys.stderr.write(text + "\n"),
-                                      expected_seconds(peaks, key))
-        start = time.time()
-        child = subprocess.Popen(argv)
-        rc = wait_holding(config, pid, child)
-        seconds = time.time() - start
-    finally:
-        leave(config, pid)
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
-    learn(config, key, peak, seconds, killed_by_signal(rc))
-    return 128 - rc if rc < 0 else rc
+        return run_admitted(config, key, argv, stop)
+    except (IOError, OSError) as exc:   # a lock that is a FIFO or a link, a folder not writable: say which
+        sys.stderr.write("gpufleet-admit: cannot use the admission state %s (%s): make it a regular file this user "
+                         "can write, or point state_dir/peaks_path elsewhere\n" % (exc.filename, exc.strerror))
+        return 2
 
 
 if __name__ == "__main__":

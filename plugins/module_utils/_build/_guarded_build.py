@@ -40,6 +40,7 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._build._build_p
     process_start_time,
 )
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build._build_watchdog import WatchdogConfinement
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._admission_setup import with_admission
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build._compiler_cache import BuildCache
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build._confinement import (
     CgroupfsConfinement,
@@ -143,6 +144,11 @@ class GuardedBuild(object):
             params["cmake_policy_version_minimum"], params["ccache_dir"], params["cuda_arch_list"],
             params["environment"])
         env[MARKER_VARIABLE] = self.marker.split("=", 1)[1]  # every process of the build carries it
+        if params.get("admission") is not None:   # before the cache: [admission] + [cache] (issue 29 item 4)
+            try:
+                with_admission(env, params["admission"], self.build_dir, self.source)
+            except (ValueError, OSError) as exc:
+                raise BuildError(str(exc))
         self._compiler_cache(env)
         return env
 

@@ -3,7 +3,8 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """A compiler wrapper that holds the memory its source asks for (/* gpufleet-hog: MIB SECONDS */), every page
 touched so it is resident and charged to the build's cgroup, then runs the real compiler: argv = COMPILER ARGS...
-HOGCC_SCALE multiplies the MiB (a bench sizes the mix to its machine)."""
+HOGCC_SCALE multiplies the MiB (a bench sizes the mix to its machine); HOGCC_BURN=1 spins a CPU for the seconds.
+"""
 import os
 import re
 import sys
@@ -22,7 +23,12 @@ def main():
     block = bytearray(int(mib * 1024 * 1024))
     for index in range(0, len(block), 4096):
         block[index] = 1
-    time.sleep(seconds)
+    if os.environ.get("HOGCC_BURN") == "1":    # a compile uses a CPU for its time: a -j above the cores pays for it
+        end = time.time() + seconds
+        while time.time() < end:
+            pass
+    else:
+        time.sleep(seconds)
     del block
     os.execvp(args[0], args)
 

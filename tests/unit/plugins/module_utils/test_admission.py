@@ -1,12 +1,14 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet.preflight contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The pure side of memory admission per compile (issue 17 item 2); the launcher itself runs with real processes and a
-real cgroup in tests/build/test_admission.py."""
+"""The admission launcher's reads of the node and its config file (plugins/module_utils/_build/_admission.py); its
+pure policy in test_admission_policy.py, the launcher with real processes and cgroups in tests/build/test_admission*.py."""
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import io
+import json
 import os
 
 import pytest
@@ -14,94 +16,6 @@ import pytest
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _admission as admission
 
 GIB = 1024 ** 3
-
-
-@pytest.mark.parametrize("argv, source", [
-    (["-x", "cu", "-c", "/t/csrc/gemm/fp8_gemm_kernel.cu", "-o", "x.o"], "/t/csrc/gemm/fp8_gemm_kernel.cu"),
-    (["-DA", "-o", "x.o", "-c", "b.cpp"], "b.cpp"),
-    (["-o", "libx.so", "a.o", "b.o"], None),
-    (["--version"], None),
-    (["-MD", "-MF", "x.d", "y.cc"], "y.cc"),
-])
-def test_source_of(argv, source):
-    assert admission.source_of(argv) == source
-
-
-def test_source_key_relative_to_root_else_absolute():
-    assert admission.source_key("/t/sgl-kernel/csrc/a.cu", "/t/sgl-kernel") == "csrc/a.cu"
-    assert admission.source_key("csrc/a.cu", "/t/sgl-kernel", cwd="/t/sgl-kernel") == "csrc/a.cu"
-    assert admission.source_key("/off/mscclpp/x.cc", "/t/sgl-kernel") == "/off/mscclpp/x.cc"
-    assert admission.source_key("/t/sgl-kernel-2/a.cu", "/t/sgl-kernel") == "/t/sgl-kernel-2/a.cu"
-    assert admission.source_key(None, "/t") is None
-
-
-def test_expected_bytes_learned_or_default():
-    peaks = {"csrc/fp8.cu": {"peak_bytes": 15 * GIB}}
-    assert admission.expected_bytes(peaks, "csrc/fp8.cu", 5 * GIB, 1.1) == (int(15 * GIB * 1.1), True)
-    assert admission.expected_bytes(peaks, "csrc/new.cu", 5 * GIB, 1.1) == (5 * GIB, False)
-
-
-def entry(state, gib, since):
-    return {"state": state, "bytes": int(gib * GIB), "since": since}
-
-
-def test_decide_fits_beside_running_ones():
-    ledger = {"1": entry("running", 2.8, 1), "2": entry("running", 2.8, 2), "3": entry("waiting", 2.8, 3)}
-    assert admission.decide(ledger, 3, 15 * GIB)
-    ledger["4"] = entry("waiting", 15, 4)
-    assert not admission.decide(ledger, 4, 15.5 * GIB)       # 15 beside 8.4 does not fit: waits
-    assert admission.decide({"4": entry("waiting", 17, 4)}, 4, 15.5 * GIB)   # alone it always runs
-
-
-def test_decide_first_come_first_served():
-    # a heavy source waiting is not overtaken by a light one that would delay it: it would starve
-    ledger = {"1": entry("running", 2.8, 1), "2": entry("waiting", 14, 2), "3": entry("waiting", 2, 3)}
-    assert not admission.decide(ledger, 3, 15.5 * GIB, now=10)
-    assert not admission.decide(ledger, 2, 15.5 * GIB, now=10)
-    # 1 GiB fits beside the heavy one even once it runs: no delay
-    ledger["3"] = entry("waiting", 1, 3)
-    assert admission.decide(ledger, 3, 15.5 * GIB, now=10)
-    del ledger["1"]
-    assert admission.decide(ledger, 2, 15.5 * GIB, now=10)
-    # nothing runs: the head starts at its next look, a later one may only start beside it
-    ledger["3"] = entry("waiting", 2, 3)
-    assert not admission.decide(ledger, 3, 15.5 * GIB, now=10)
-
-
-def test_decide_backfills_what_ends_before_the_head_fits():
-    running = dict(entry("running", 2.8, 1), started=0, seconds=100)      # ends at 100
-    ledger = {"1": running, "2": entry("waiting", 14, 2), "3": dict(entry("waiting", 2, 3), seconds=30)}
-    assert admission.decide(ledger, 3, 15.5 * GIB, now=10)        # ends at 40 < 100: does not delay the head
-    ledger["3"]["seconds"] = 95
-    assert not admission.decide(ledger, 3, 15.5 * GIB, now=10)    # would end at 105: it would
-    ledger["3"]["seconds"] = None
-    assert not admission.decide(ledger, 3, 15.5 * GIB, now=10)    # never seen: no backfilling
-
-
-@pytest.mark.parametrize("reserved, live, expected", [
-    (5 * GIB, 2 * GIB, 5 * GIB),                     # within what it reserved: unchanged
-    (5 * GIB, 10 * GIB, int(10 * GIB * 1.15)),        # a source never seen that holds more: what it holds, with margin
-    (int(15 * GIB * 1.15), 15 * GIB, int(15 * GIB * 1.15)),
-])
-def test_grown_reservation(reserved, live, expected):
-    assert admission.grown(reserved, live, 1.15) == expected
-
-
-@pytest.mark.parametrize("rc, was_killed", [
-    (0, False), (1, False), (2, False), (255, False),
-    (-9, True), (-15, True),
-    (137, True),    # nvcc / ccache: cicc killed by the OOM killer (SIGKILL)
-    (143, True),    # a stop (SIGTERM)
-    (139, False),   # a segfault is the compiler's failure, not a kill
-])
-def test_killed_by_signal(rc, was_killed):
-    assert admission.killed_by_signal(rc) is was_killed
-
-
-def test_tree_members_are_the_root_and_its_descendants():
-    parents = {10: 1, 11: 10, 12: 11, 13: 10, 20: 1, 21: 20}   # nvcc 10 -> cicc 11 -> ptxas 12, cudafe++ 13
-    assert sorted(admission.tree_members(parents, 10)) == [10, 11, 12, 13]
-    assert admission.tree_members(parents, 99) == [99]
 
 
 def test_parent_pids_and_resident_bytes_of_this_process(tmp_path):
@@ -114,45 +28,6 @@ def test_parent_pids_and_resident_bytes_of_this_process(tmp_path):
     fake.mkdir(parents=True)
     (fake / "stat").write_bytes(b"42 (cc ) (x) S 7 42 42 0 -1")
     assert admission.parent_pids(str(tmp_path / "proc")) == {42: 7}
-
-
-def test_reclaim_drops_dead_launchers():
-    ledger = {"10": entry("running", 1, 1), "11": entry("waiting", 1, 2)}
-    assert admission.reclaim(ledger, lambda pid: pid == 11) == {"11": entry("waiting", 1, 2)}
-
-
-def test_record_last_wins_killed_keeps_larger():
-    peaks = admission.record({}, "a.cu", 3 * GIB, 60, False, 100)
-    assert peaks["a.cu"]["peak_bytes"] == 3 * GIB and peaks["a.cu"]["runs"] == 1
-    peaks = admission.record(peaks, "a.cu", 2 * GIB, 50, False, 200)
-    assert peaks["a.cu"]["peak_bytes"] == 2 * GIB and peaks["a.cu"]["runs"] == 2
-    peaks = admission.record(peaks, "a.cu", 1 * GIB, 5, True, 300)      # killed early: keeps what was known
-    assert peaks["a.cu"]["peak_bytes"] == 2 * GIB and peaks["a.cu"]["killed"]
-    assert admission.record(peaks, None, GIB, 1, False, 1) == peaks
-
-
-def test_record_a_compiler_cache_hit_changes_nothing_learned():
-    peaks = admission.record({}, "fp8.cu", 15 * GIB, 250, False, 100)
-    hit = admission.record(peaks, "fp8.cu", GIB // 50, 2, False, 200)         # ccache: 2 s, 20 MiB
-    assert hit["fp8.cu"]["peak_bytes"] == 15 * GIB and hit["fp8.cu"]["seconds"] == 250 and hit["fp8.cu"]["cache_hits"] == 1
-    changed = admission.record(peaks, "fp8.cu", 12 * GIB, 200, False, 300)  # a real, smaller compile: learned
-    assert changed["fp8.cu"]["peak_bytes"] == 12 * GIB
-
-
-def test_budget_smaller_of_config_and_cgroup_less_reserve():
-    assert admission.budget({"budget_bytes": 16 * GIB, "reserve_bytes": GIB // 2}, 12 * GIB, 20 * GIB) == 12 * GIB - GIB // 2
-    assert admission.budget({"budget_bytes": None, "reserve_bytes": 0}, None, 20 * GIB) == 20 * GIB
-
-
-@pytest.mark.parametrize("value, expected", [("16GiB", 16 * GIB), ("512M", 512 * 1024 ** 2), (3, 3), ("", None),
-                                             ("1.5GiB", int(1.5 * GIB)), ("100", 100)])
-def test_to_bytes(value, expected):
-    assert admission.to_bytes(value) == expected
-
-
-def test_to_bytes_refuses_nonsense():
-    with pytest.raises(ValueError):
-        admission.to_bytes("lots")
 
 
 def test_cgroup_limit_v1_and_v2(tmp_path):
@@ -169,3 +44,32 @@ def test_cgroup_limit_v1_and_v2(tmp_path):
     v2.write_text("0::/b\n")
     assert admission.cgroup_limit(str(v2), str(tmp_path / "v2")) == 3 * GIB
     assert admission.cgroup_limit(str(tmp_path / "none"), str(tmp_path)) is None
+
+
+def test_load_config_refuses_unknown_keys_and_decimal_units_naming_them(tmp_path):
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"budget_bytes": "64GB"}))
+    with pytest.raises(ValueError, match="budget_bytes: '64GB' is ambiguous"):
+        admission.load_config(str(config))
+    config.write_text(json.dumps({"margn": 1.2}))
+    with pytest.raises(ValueError, match="unknown admission setting.*margn"):
+        admission.load_config(str(config))
+    with pytest.raises(ValueError, match="not a readable regular file"):
+        admission.load_config(str(tmp_path / "missing.json"))
+    config.write_text(json.dumps({"default_bytes": "1GiB", "default_times": 4}))
+    loaded = admission.load_config(str(config))
+    assert loaded["default_bytes"] == 4 * GIB and loaded["state_dir"] == str(tmp_path)
+    assert loaded["peaks_path"] == str(tmp_path / "peaks.json")
+
+
+def test_check_names_the_sources_above_the_budget(tmp_path):
+    (tmp_path / "peaks.json").write_text(json.dumps({"t:fp8.cu": {"peak_bytes": 15 * GIB, "seconds": 900}}))
+    (tmp_path / "seed.json").write_text(json.dumps({"t:moe.cu": {"peak_bytes": 13 * GIB, "seconds": 600},
+                                                    "t:small.cu": {"peak_bytes": GIB}}))
+    config = dict(admission.DEFAULTS, peaks_path=str(tmp_path / "peaks.json"), seed_peaks=[str(tmp_path / "seed.json")],
+                  tree="t", budget_bytes=12 * GIB, reserve_bytes=0)
+    out = io.StringIO()
+    assert admission.check(config, out) == 0
+    report = json.loads(out.getvalue())
+    assert [row["source"] for row in report["too_big"]] == ["t:fp8.cu", "t:moe.cu"]
+    assert "t:fp8.cu (15.0 GiB)" in report["message"] and report["budget_bytes"] <= 12 * GIB

@@ -1,0 +1,61 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Memory admission as a guarded_build capability (issue 29 item 4): its ``admission`` option puts the admission
+launcher (_admission.py + _admission_policy.py, written beside the build) in front of every CUDA, C++ and C compile
+of any CMake project - ``CMAKE_<LANG>_COMPILER_LAUNCHER`` in the environment (plain CMake >= 3.17 reads it) and in
+``CMAKE_ARGS`` (scikit-build-core, setup.py builds), where a compiler cache's launcher is appended after it."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import inspect
+import json
+import os
+import shlex
+import sys
+
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _admission
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _admission_policy as policy
+from ansible_collections.gpufleet.preflight.plugins.module_utils._human import parse_size_option
+
+FOLDER = "gpufleet-admission"
+LAUNCHER = "gpufleet_admit.py"
+
+
+def admission_settings(settings, build_dir, source):
+    """The launcher's config from the ``admission`` option: its defaults, this build's state folder and source root,
+    the node's peaks file; ValueError naming what is wrong (an unknown key, a decimal size)."""
+    chosen = dict((key, value) for key, value in (settings or {}).items() if value is not None)
+    for name in policy.SIZES:
+        if name in chosen:
+            chosen[name] = parse_size_option("admission.%s" % name, chosen[name])
+    chosen.setdefault("state_dir", os.path.join(build_dir, FOLDER))
+    chosen.setdefault("peaks_path", os.path.expanduser("~/.cache/gpufleet/admission/peaks.json"))
+    chosen.setdefault("root", source)
+    try:
+        return policy.checked_config(chosen)
+    except ValueError as exc:
+        raise ValueError("admission: %s" % exc)
+
+
+def with_admission(env, settings, build_dir, source, python=None):
+    """Write the launcher, its policy and config under ``build_dir`` and put the launcher in ``env``; the chain."""
+    config = admission_settings(settings, build_dir, source)
+    folder = os.path.join(build_dir, FOLDER)
+    if not os.path.isdir(folder):
+        os.makedirs(folder)
+    for name, module in ((LAUNCHER, _admission), ("_admission_policy.py", policy)):
+        with open(os.path.join(folder, name), "w") as handle:
+            handle.write(inspect.getsource(module))
+    config_path = os.path.join(folder, "config.json")
+    with open(config_path, "w") as handle:
+        json.dump(config, handle, indent=1, sort_keys=True)
+    chain = [python or sys.executable, os.path.join(folder, LAUNCHER), "--config=" + config_path]
+    joined = ";".join(chain)
+    for language in ("CUDA", "CXX", "C"):
+        env.setdefault("CMAKE_%s_COMPILER_LAUNCHER" % language, joined)
+    words = " ".join(shlex.quote("-DCMAKE_%s_COMPILER_LAUNCHER=%s" % (language, joined)) for language in ("CUDA", "CXX", "C"))
+    env["CMAKE_ARGS"] = (env.get("CMAKE_ARGS", "") + " " + words).strip()
+    return chain

@@ -1,0 +1,2 @@
+/* gpufleet-hog: 40 1 */
+int light_02(int x) { return x - 2; }

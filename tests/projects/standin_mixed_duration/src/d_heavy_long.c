@@ -1,0 +1,2 @@
+/* gpufleet-hog: 350 6 */
+int heavy_long(int x) { return x * 7; }

@@ -1,0 +1,40 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""guarded_build's admission option (plugins/module_utils/_build/_admission_setup.py, issue 29 item 4); a real CMake
+project built under it: tests/build/test_admission.py."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import shlex
+import subprocess
+import sys
+
+import pytest
+
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._admission_setup import with_admission
+
+
+def test_the_launcher_goes_before_every_compile_and_runs_from_the_build_dir(tmp_path):
+    env = {"CMAKE_ARGS": "-DFOO=1"}
+    chain = with_admission(env, {"default_bytes": "1GiB", "seed_peaks": ["/x/peaks.json"]}, str(tmp_path), "/src")
+    folder = tmp_path / "gpufleet-admission"
+    config = json.loads((folder / "config.json").read_text())
+    assert config["default_bytes"] == 1024 ** 3 and config["root"] == "/src" and config["state_dir"] == str(folder)
+    assert env["CMAKE_C_COMPILER_LAUNCHER"] == ";".join(chain) == env["CMAKE_CUDA_COMPILER_LAUNCHER"]
+    words = shlex.split(env["CMAKE_ARGS"])
+    assert words[0] == "-DFOO=1" and "-DCMAKE_CXX_COMPILER_LAUNCHER=" + ";".join(chain) in words
+    # the written launcher (and the policy it imports from beside it) runs: a version query passes straight through
+    out = subprocess.check_output([sys.executable, chain[1], chain[2], "--", sys.executable, "--version"],
+                                  universal_newlines=True, stderr=subprocess.STDOUT)
+    assert out.startswith("Python")
+
+
+@pytest.mark.parametrize("settings, named", [({"margn": 2}, "admission: unknown admission setting(s) margn"),
+                                             ({"budget_bytes": "64GB"}, "admission.budget_bytes: '64GB' is ambiguous")])
+def test_bad_settings_are_refused_naming_them(tmp_path, settings, named):
+    with pytest.raises(ValueError) as refused:
+        with_admission({}, settings, str(tmp_path), "/src")
+    assert named in str(refused.value)
