@@ -15,6 +15,8 @@ version_added: 0.1.0
 author: gpufleet.preflight contributors (@gpufleet)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - gpufleet.preflight.attributes
+  - gpufleet.preflight.attributes.linux
 description:
   - Scans C(/proc) for processes whose executable name is a build tool and reports them, or reaps them
     (SIGTERM, a grace period, then SIGKILL).
@@ -92,10 +94,6 @@ attributes:
   check_mode:
     support: full
     details: In check mode nothing is signalled; RV(would_kill) lists what would be.
-  diff_mode:
-    support: none
-  platform:
-    platforms: linux
 notes:
   - Reads C(/proc) directly with the Python standard library; no C(ps), no psutil.
   - Processes of other users are seen but, without root, cannot be signalled; they are listed in

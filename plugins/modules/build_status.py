@@ -23,13 +23,11 @@ description:
   - The shape of the JSON is not checked here; M(gpufleet.preflight.build_watch) checks it on the controller.
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - gpufleet.preflight.attributes
+  - gpufleet.preflight.attributes.posix
 attributes:
   check_mode:
     support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 options:
   path:
     description: The status file (absolute path).

@@ -101,20 +101,13 @@ options:
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.flow
+  - gpufleet.preflight.attributes
+  - gpufleet.preflight.attributes.action
+  - gpufleet.preflight.attributes.posix
 attributes:
-  action:
-    support: full
-  async:
-    support: none
-  bypass_host_loop:
-    support: none
   check_mode:
     support: none
     details: There is no build to follow in check mode; the role does not call it then.
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 seealso:
   - module: gpufleet.preflight.guarded_build
   - module: gpufleet.preflight.build_status

@@ -64,20 +64,13 @@ options:
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.flow
+  - gpufleet.preflight.attributes
+  - gpufleet.preflight.attributes.action
+  - gpufleet.preflight.attributes.posix
 attributes:
-  action:
-    support: full
-  async:
-    support: none
-  bypass_host_loop:
-    support: none
   check_mode:
     support: full
     details: Writes the reports on the controller in check mode as well; no host is touched.
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 seealso:
   - module: gpufleet.preflight.readiness
 """

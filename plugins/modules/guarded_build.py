@@ -52,6 +52,7 @@ seealso:
 extends_documentation_fragment:
   - gpufleet.preflight.guarded_build_options
   - ansible.builtin.action_common_attributes
+  - gpufleet.preflight.attributes.linux
 attributes:
   check_mode:
     support: full
@@ -59,8 +60,6 @@ attributes:
   diff_mode:
     support: none
     details: Nothing to diff; the result lists attempts, artifacts and the log.
-  platform:
-    platforms: linux
 """
 
 EXAMPLES = r"""

@@ -16,6 +16,9 @@ author: gpufleet.preflight contributors (@gpufleet)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.flow
+  - gpufleet.preflight.attributes
+  - gpufleet.preflight.attributes.action
+  - gpufleet.preflight.attributes.posix
 description:
   - Writes, on the controller, one zip application holding the collection's node-side health check
     (C(module_utils/_node_check/_health_check.py)) and every module it imports - the same collectors and checks the
@@ -62,18 +65,8 @@ options:
     type: int
     default: 5
 attributes:
-  action:
-    support: full
-  async:
-    support: none
-  bypass_host_loop:
-    support: none
   check_mode:
     support: none
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 notes:
   - An action plugin; it runs on the controller (delegate it to C(localhost) for clarity).
 seealso:

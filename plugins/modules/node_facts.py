@@ -52,7 +52,7 @@ options:
         O(gpu_probe_timeout) each and O(gpu_probe_budget) in all. A probe that times out is reported under
         C(gpufleet_gpus.probes) as C(timeout), naming its command.
       - V(nvlink_status) (C(nvidia-smi nvlink -s)), V(nvlink_errors) (C(nvidia-smi nvlink -e)), V(query)
-        (C(nvidia-smi -q): Fabric state, GPU Reset Status, GPU Recovery Action), V(dcgm_diag) (C(dcgmi diag -r 1),
+        (C(nvidia-smi -q) - Fabric state, GPU Reset Status, GPU Recovery Action), V(dcgm_diag) (C(dcgmi diag -r 1),
         after the others, within O(dcgm_diag_timeout), and never while a process uses the GPUs).
       - The readiness action asks for those its checks read (C(check_nvlink),
         C(check_fabric), C(check_gpu_recovery), C(check_dcgm_diag) of M(gpufleet.preflight.readiness)).
@@ -63,15 +63,12 @@ extends_documentation_fragment:
   - gpufleet.preflight.node_facts_options
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.facts
+  - gpufleet.preflight.attributes
+  - gpufleet.preflight.attributes.facts
+  - gpufleet.preflight.attributes.posix
 attributes:
   check_mode:
     support: full
-  diff_mode:
-    support: none
-  facts:
-    support: full
-  platform:
-    platforms: posix
 notes:
   - Run as root to see every process's executable and the kernel log; without it those facts are reported as unreadable.
 seealso:

@@ -38,22 +38,14 @@ extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
   - ansible.builtin.action_common_attributes.facts
   - ansible.builtin.action_common_attributes.flow
+  - gpufleet.preflight.attributes
+  - gpufleet.preflight.attributes.action
+  - gpufleet.preflight.attributes.facts
+  - gpufleet.preflight.attributes.posix
 attributes:
-  action:
-    support: full
-  async:
-    support: none
-  bypass_host_loop:
-    support: none
   check_mode:
     support: full
     details: Only reads the node.
-  diff_mode:
-    support: none
-  facts:
-    support: full
-  platform:
-    platforms: posix
 seealso:
   - module: gpufleet.preflight.node_facts
   - module: gpufleet.preflight.build_processes

@@ -15,6 +15,8 @@ version_added: 0.2.0
 author: gpufleet.preflight contributors (@gpufleet)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - gpufleet.preflight.attributes
+  - gpufleet.preflight.attributes.posix
 description:
   - Reads files only; changes nothing.
   - With O(src), finds every C(FetchContent_Declare) name the tree's CMake files declare, looks for each in
@@ -28,10 +30,6 @@ description:
 attributes:
   check_mode:
     support: full
-  diff_mode:
-    support: none
-  platform:
-    platforms: posix
 options:
   src:
     description: The source tree (the folder with the top C(CMakeLists.txt)).

@@ -15,6 +15,8 @@ version_added: 0.2.0
 author: gpufleet.preflight contributors (@gpufleet)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - gpufleet.preflight.attributes
+  - gpufleet.preflight.attributes.linux
 description:
   - Reads the node's state and drain reason with C(sinfo), then, after LBNL NHC's rules, drains a node that is
     not ready with C(scontrol update NodeName=<node> State=DRAIN Reason="<prefix> <first failed check> - <short
@@ -27,7 +29,7 @@ description:
   - A drain by anyone else (another reason, or an empty one) is never overwritten nor resumed. Nodes that are not
     responding (C(down*), C(idle*)), down, failing, in maintenance, rebooting, reserved, powering or planned are left
     alone; RV(message) says why.
-  - The reason names the first failed check's cause (C(gpu_count: nvidia-smi did not answer within 10s)) and is kept
+  - The reason names the first failed check's cause (C(gpu_count) then C(nvidia-smi did not answer within 10s)) and is kept
     while the same set of checks fails, so sinfo's drain time stays the first failure's; it changes only when the set
     changes. Right before C(scontrol), C(sinfo) is read again and nothing is done when the node changed meanwhile (a
     person's drain is never overwritten); the intent is recorded before the drain, so a run killed between the
@@ -82,10 +84,6 @@ attributes:
   check_mode:
     support: full
     details: In check mode only C(sinfo) runs; RV(action) and RV(message) say what would be drained or resumed.
-  diff_mode:
-    support: none
-  platform:
-    platforms: linux
 notes:
   - Runs C(sinfo -h -N -n <node> -o '%T|%H|%u|%E') and C(scontrol update); C(PATH) first, then C(/usr/bin),
     C(/usr/local/bin), C(/opt/slurm/bin).

@@ -15,6 +15,8 @@ version_added: 0.2.0
 author: gpufleet.preflight contributors (@gpufleet)
 extends_documentation_fragment:
   - ansible.builtin.action_common_attributes
+  - gpufleet.preflight.attributes
+  - gpufleet.preflight.attributes.linux
 description:
   - Writes one file, O(dir)/O(file_name), for node_exporter's textfile collector
     (C(--collector.textfile.directory)), atomically - a temporary file in the same directory, then a rename - so a
@@ -72,10 +74,6 @@ attributes:
   check_mode:
     support: full
     details: In check mode the file is not written; the task reports changed when it would be.
-  diff_mode:
-    support: none
-  platform:
-    platforms: linux
 seealso:
   - module: gpufleet.preflight.readiness
 """

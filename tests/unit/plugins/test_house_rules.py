@@ -157,3 +157,27 @@ def test_every_private_file_has_its_test():
                          "test_house_rules.py)" % ", ".join(missing))
     stale = [path for path in NO_OWN_TEST if not os.path.exists(os.path.join(REPO, path))]
     assert not stale, "NO_OWN_TEST names files that are gone: %s" % stale
+
+
+def module_documentation(path):
+    import yaml
+    with open(path) as handle:
+        tree = ast.parse(handle.read(), path)
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == "DOCUMENTATION":
+            return yaml.safe_load(node.value.value)
+    return None
+
+
+@pytest.mark.parametrize("path", sorted(python_files(os.path.join(PLUGINS, "modules"))), ids=relative)
+def test_shared_attributes_come_from_the_doc_fragment(path):
+    """diff_mode none, the platform and the action trio are said once, in plugins/doc_fragments/attributes.py: a
+    module's own attributes are its check mode and whatever carries details of its own."""
+    doc = module_documentation(path)
+    assert doc is not None, "%s: DOCUMENTATION does not parse as YAML" % relative(path)
+    own = doc.get("attributes") or {}
+    repeated = [name for name, value in own.items() if name != "check_mode" and "details" not in (value or {})]
+    assert not repeated, ("%s repeats %s: take them from gpufleet.preflight.attributes (.posix, .linux, .action, .facts)"
+                          % (relative(path), ", ".join(repeated)))
+    fragments = doc.get("extends_documentation_fragment") or []
+    assert any(f.startswith("gpufleet.preflight.attributes") for f in fragments), relative(path)
