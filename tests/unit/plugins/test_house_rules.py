@@ -181,3 +181,20 @@ def test_shared_attributes_come_from_the_doc_fragment(path):
                           % (relative(path), ", ".join(repeated)))
     fragments = doc.get("extends_documentation_fragment") or []
     assert any(f.startswith("gpufleet.preflight.attributes") for f in fragments), relative(path)
+
+
+@pytest.mark.parametrize("path", sorted(python_files(os.path.join(PLUGINS, "doc_fragments"))), ids=relative)
+def test_every_doc_fragment_parses(path):
+    """A colon inside C() breaks a YAML scalar: ansible-doc then shows nothing of the modules that use the fragment."""
+    import yaml
+    with open(path) as handle:
+        tree = ast.parse(handle.read(), path)
+    texts = [(item.targets[0].id, item.value.value) for node in tree.body if isinstance(node, ast.ClassDef)
+             for item in node.body if isinstance(item, ast.Assign) and isinstance(item.value, ast.Constant)
+             and isinstance(item.value.value, str)]
+    assert texts, relative(path)
+    for name, text in texts:
+        try:
+            yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            pytest.fail("%s %s does not parse: %s" % (relative(path), name, exc))
