@@ -208,7 +208,7 @@ class Sim:
         self.policy.on_oom(self, run)
 
     def run(self, max_events=200000):
-        for _ in range(max_events):
+        for dummy in range(max_events):
             self.launch()
             self.policy.admit(self)
             if self.failed or not (self.running or self.waiting or self.pending):
@@ -410,7 +410,7 @@ def table(jobs, shapes, orders=0, seed=29):
             rng = random.Random(seed)
             base = replay(jobs, cores, mem_gib, make(), kind, rng=random.Random(seed))
             shuffled = []
-            for _ in range(orders):
+            for dummy in range(orders):
                 order = sorted(jobs, key=lambda j: j.order)
                 rng.shuffle(order)
                 shuffled.append(replay(jobs, cores, mem_gib, make(), kind, order, random.Random(seed)))

@@ -64,7 +64,7 @@ def compile_span(log_text):
     """First start to last end (s) of the object steps in a .ninja_log."""
     spans = [(int(f[0]), int(f[1])) for f in (line.split("\t") for line in log_text.splitlines()[1:]) if len(f) > 3
              and f[3].endswith(".o")]
-    return (max(e for _, e in spans) - min(s for s, _ in spans)) / 1000.0
+    return (max(end for start, end in spans) - min(start for start, end in spans)) / 1000.0
 
 
 def record(work, name, wrapper):
@@ -162,8 +162,8 @@ def main(argv=None):
         print("\n| under guarded_build, %d MiB cgroup | measured | OOM kills | predicted | OOM kills | error |\n"
               "| --- | ---: | ---: | ---: | ---: | ---: |" % args.cap_mib)
     for r in cap_rows:
-        print("| %s | %.1f s | %d | %.1f s | %d | %+.1f %% |" % (r["mode"], r["measured_s"], r["oom_kills"], r["predicted_s"],
-                                                              r["predicted_oom_kills"], r["error_pct"]))
+        print("| %s | %.1f s | %d | %.1f s | %d | %+.1f %% |" % (
+            r["mode"], r["measured_s"], r["oom_kills"], r["predicted_s"], r["predicted_oom_kills"], r["error_pct"]))
     return 0
 
 
