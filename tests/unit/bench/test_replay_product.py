@@ -1,0 +1,38 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""bench/replay_product.py: the launcher's own pick_next replayed on the real tree's record agrees with the model."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+import sys
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+sys.path.insert(0, os.path.join(REPO, "bench"))
+import replay  # noqa: E402 pylint: disable=wrong-import-position
+import replay_product  # noqa: E402 pylint: disable=wrong-import-position
+
+
+def test_the_launchers_decision_matches_the_model_with_known_peaks():
+    """Warm and seeded, on every node shape: the same makespan as the model's longest-fit, no OOM kill, within
+    1.35x of the bare lower bound (1.16x at 2 cores / 16 GiB, the seed's kind of small builder)."""
+    rows = replay_product.compare(replay.load_record(replay.DEFAULT_RECORD), replay.SHAPES)
+    assert len(rows) == 2 * len(replay.SHAPES)
+    for cores, mem_gib, kind, bound, model, product in rows:
+        assert product["oom_kills"] == 0 and not product["failed"], (cores, mem_gib, kind, product)
+        assert abs(product["makespan"] - model["makespan"]) < 1e-6 * model["makespan"], (cores, mem_gib, kind)
+        assert product["makespan"] <= 1.35 * bound, (cores, mem_gib, kind, product["makespan"], bound)
+        if (cores, mem_gib) == (2, 16):
+            assert product["makespan"] <= 1.16 * bound
+
+
+def test_the_launcher_beats_every_fixed_j_that_does_not_oom():
+    jobs = replay.load_record(replay.DEFAULT_RECORD)
+    for cores, mem_gib in replay.SHAPES[:2]:
+        launcher = replay.replay(jobs, cores, mem_gib, replay_product.Launcher(), "warm")
+        fixed = [replay.replay(jobs, cores, mem_gib, replay.Fixed(j), "cold") for j in (1, 2, 4, 8, 16, 32) if j <= cores]
+        safe = [r["makespan"] for r in fixed if not r["oom_kills"] and not r["failed"]]
+        assert safe and launcher["makespan"] < min(safe), (cores, mem_gib, launcher["makespan"], safe)
