@@ -15,8 +15,11 @@ __metaclass__ = type
 import ast
 import importlib.util
 import io
+import json
 import os
 import stat
+import subprocess
+import sys
 import tempfile
 import zipfile
 
@@ -71,11 +74,44 @@ def closure(entry=ENTRY):
     return found
 
 
+# Run in a child with a fixed hash seed: a frozenset constant's marshalled order follows the string hashes, and the
+# same collection must give the same bytes. Unchecked-hash pycs (PEP 552): zipimport cannot write a cache, so without
+# them every run compiled the whole program again (0.13 s of a 0.2 s run's CPU on 2 cores).
+_COMPILE = """
+import json, os, py_compile, sys, tempfile
+out, work = {}, tempfile.mkdtemp()
+for arcname, path in json.load(sys.stdin):
+    cfile = os.path.join(work, str(len(out)) + ".pyc")
+    py_compile.compile(path, cfile=cfile, dfile=arcname, doraise=True,
+                       invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH)
+    with open(cfile, "rb") as handle:
+        out[arcname] = handle.read().hex()
+    os.unlink(cfile)
+os.rmdir(work)
+json.dump(out, sys.stdout)
+"""
+
+
+def compiled(sources):
+    """``{arcname: pyc bytes}`` for ``[(arcname, path)]``, compiled by this controller's Python; ``{}`` when that
+    fails (the zip then runs from source, as before)."""
+    try:
+        proc = subprocess.run([sys.executable, "-I", "-c", _COMPILE], input=json.dumps(sources).encode("utf-8"),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={"PYTHONHASHSEED": "0"}, timeout=120,
+                              check=False)
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    if proc.returncode != 0:
+        return {}
+    return dict((name, bytes.fromhex(data)) for name, data in json.loads(proc.stdout.decode("utf-8")).items())
+
+
 def bundle_bytes(entry=ENTRY):
     """The zip application's bytes: every module of the closure, empty ``__init__.py`` for the package levels above."""
     modules = closure(entry)
     buf = io.BytesIO()
     packages = set()
+    sources = []
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as archive:
         for name in sorted(modules):
             path = modules[name]
@@ -88,6 +124,13 @@ def bundle_bytes(entry=ENTRY):
                 info = zipfile.ZipInfo(arcname, STAMP)
                 info.external_attr = (stat.S_IFREG | 0o644) << 16
                 archive.writestr(info, handle.read(), zipfile.ZIP_DEFLATED)
+            sources.append((arcname, path))
+        # Beside each source its bytecode for the controller's Python minor; a node with another Python finds the
+        # magic number wrong and compiles the source, as it always did.
+        for arcname, data in sorted(compiled(sources).items()):
+            info = zipfile.ZipInfo(arcname[:-3] + ".pyc", STAMP)
+            info.external_attr = (stat.S_IFREG | 0o644) << 16
+            archive.writestr(info, data, zipfile.ZIP_STORED)  # read as it is: no inflating on every run
         have = set(name.replace(".", "/") for name in modules if modules[name].endswith("__init__.py"))
         for package in sorted(packages - have):
             info = zipfile.ZipInfo(package + "/__init__.py", STAMP)

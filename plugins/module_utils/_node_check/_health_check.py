@@ -37,6 +37,7 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness impo
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _policy_validation
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _readiness_options
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _slurm
+from ansible_collections.gpufleet.preflight.plugins.module_utils._node_check import _probe_cache
 from ansible_collections.gpufleet.preflight.plugins.module_utils._run import find_executable, search_path
 
 DEFAULT_CONFIG = "/etc/gpufleet-preflight/health_check.json"
@@ -46,6 +47,7 @@ NPD_LINE = 80
 # Under slurmd the environment has no PATH: the usual places, then where Slurm and NVIDIA install.
 SYSTEM_DIRS = ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin", "/opt/slurm/bin"]
 CONFIG_KEYS = ("policy", "slurm", "metrics_dir", "metrics_file", "deadline_seconds")
+PROBE_CACHE_NAME = "health-check-probes.json"  # in the state dir, beside the lock: version probes by binary identity
 SLURM_KEYS = ("enabled", "node_name", "reason_prefix", "state_dir", "slurm_conf", "resume")
 
 
@@ -229,7 +231,11 @@ def _main(argv, environ, out, err, as_program):
         else:
             if as_program:
                 _hc_runtime.install_stop(deadline, _say(out))
-            verdict = evaluate(config, _hc_runtime.bounded_run(deadline))
+            probes = _probe_cache.CachedRun(_hc_runtime.bounded_run(deadline),
+                                            os.path.join(config["slurm"]["state_dir"], PROBE_CACHE_NAME))
+            verdict = evaluate(config, probes)
+            if lock is not None:  # the run that holds the lock owns the cache file
+                probes.save()
     except ValueError as exc:
         problem = str(exc)
     if problem is not None:

@@ -1,0 +1,117 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Version probes remembered between runs of the node-local health check (issue 30 item 3).
+
+``cmake --version``, ``nvcc --list-gpu-arch``, ``gcc --version``... answer the same until the binary changes, and
+they were most of a build-profile run's CPU (nvcc alone forks a shell and cicc's helpers). A probe is remembered by
+the binary's identity - its resolved path, device, inode, size and modification time - so an upgrade, a reinstall or
+a different toolkit on ``PATH`` is a new key. Only argument lists of version flags qualify (never nvidia-smi, never a
+Python probe whose answer depends on what is installed beside the interpreter) and only answers with exit status 0.
+
+The cache is a small JSON file in the health check's state directory, read without following symlinks and never
+from a FIFO; anything wrong with it is an empty cache, never an error of the run.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import stat
+import tempfile
+import threading
+
+VERSION_FLAGS = frozenset(("--version", "-version", "-V", "--list-gpu-arch", "--list-gpu-code", "-dumpversion",
+                           "-dumpfullversion"))
+MAX_BYTES = 256 * 1024
+MAX_ENTRIES = 64
+_FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def probe_key(argv, stat_path=os.stat):
+    """The cache key of a version probe, or None when ``argv`` is not one (or its binary cannot be read)."""
+    if len(argv) < 2 or not os.path.isabs(argv[0]) or not all(arg in VERSION_FLAGS for arg in argv[1:]):
+        return None
+    try:
+        real = os.path.realpath(argv[0])
+        info = stat_path(real)
+    except OSError:
+        return None
+    return "%s %s|%d:%d:%d:%d" % (real, " ".join(argv[1:]), info.st_dev, info.st_ino, info.st_size,
+                                  getattr(info, "st_mtime_ns", int(info.st_mtime * 1e9)))
+
+
+def load(path):
+    """``{key: [rc, out, err]}`` from the cache file, ``{}`` when it is absent or not what this module writes."""
+    try:
+        fd = os.open(path, _FLAGS)
+    except OSError:
+        return {}
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_BYTES:
+            return {}
+        data = os.read(fd, MAX_BYTES + 1)
+    except OSError:
+        return {}
+    finally:
+        os.close(fd)
+    try:
+        table = json.loads(data.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        return {}
+    if not isinstance(table, dict):
+        return {}
+    return dict((key, value) for key, value in table.items()
+                if isinstance(key, str) and isinstance(value, list) and len(value) == 3 and value[0] == 0
+                and all(isinstance(text, str) for text in value[1:]))
+
+
+def save(path, table):
+    """Write the cache beside itself and rename it into place (a reader sees the old file or the new one)."""
+    directory = os.path.dirname(path)
+    if not os.path.isdir(directory):
+        return
+    kept = dict(sorted(table.items())[-MAX_ENTRIES:])
+    fd, temp = tempfile.mkstemp(prefix=".probes-", dir=directory)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            json.dump(kept, handle)
+        os.rename(temp, path)
+    except (OSError, ValueError):
+        try:
+            os.unlink(temp)
+        except OSError:
+            pass
+
+
+class CachedRun(object):
+    """A ``run(argv, timeout, ...)`` that answers version probes from the cache and remembers new ones."""
+
+    def __init__(self, run, path):
+        self._run, self.path = run, path
+        self.table = load(path)
+        self.hits = self.misses = 0
+        self._changed = False
+        self._lock = threading.Lock()  # the toolchain probes run side by side in threads
+
+    def __call__(self, argv, timeout, env=None, cwd=None, data=None):
+        key = probe_key(argv) if env is None and cwd is None and data is None else None
+        if key is not None:
+            with self._lock:
+                if key in self.table:
+                    self.hits += 1
+                    return tuple(self.table[key])
+        answer = self._run(argv, timeout, env=env, cwd=cwd, data=data)
+        if key is not None and answer[0] == 0:
+            with self._lock:
+                self.misses += 1
+                self.table[key] = [0, answer[1], answer[2]]
+                self._changed = True
+        return answer
+
+    def save(self):
+        if self._changed:
+            save(self.path, self.table)

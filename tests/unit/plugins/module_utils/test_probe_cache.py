@@ -1,0 +1,103 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""module_utils/_node_check/_probe_cache.py: version probes remembered by the binary's identity, on real files."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+
+import pytest
+
+from ansible_collections.gpufleet.preflight.plugins.module_utils._node_check import _probe_cache
+
+
+class Counting(object):
+    def __init__(self, rc=0):
+        self.calls, self.rc = [], rc
+
+    def __call__(self, argv, timeout, env=None, cwd=None, data=None):
+        self.calls.append(list(argv))
+        return self.rc, "%s 1.2.3\n" % os.path.basename(argv[0]), ""
+
+
+def tool(tmp_path, name="cmake", text="#!/bin/sh\necho 1\n"):
+    path = tmp_path / name
+    path.write_text(text)
+    path.chmod(0o755)
+    return str(path)
+
+
+@pytest.mark.parametrize("tail, cached", [
+    (["--version"], True), (["--list-gpu-arch"], True), (["-dumpfullversion"], True),
+    (["-c", "import torch"], False), (["--query-gpu=name"], False), ([], False), (["--version", "x"], False)])
+def test_only_version_probes_qualify(tmp_path, tail, cached):
+    assert (_probe_cache.probe_key([tool(tmp_path)] + tail) is not None) is cached
+
+
+def test_a_relative_or_missing_binary_is_never_cached(tmp_path):
+    assert _probe_cache.probe_key(["cmake", "--version"]) is None
+    assert _probe_cache.probe_key([str(tmp_path / "gone"), "--version"]) is None
+
+
+def test_a_probe_runs_once_until_the_binary_changes(tmp_path):
+    binary, cache = tool(tmp_path), str(tmp_path / "probes.json")
+    inner = Counting()
+    first = _probe_cache.CachedRun(inner, cache)
+    assert first([binary, "--version"], 5) == (0, "cmake 1.2.3\n", "")
+    first.save()
+    second = _probe_cache.CachedRun(inner, cache)
+    assert second([binary, "--version"], 5) == (0, "cmake 1.2.3\n", "") and second.hits == 1
+    assert len(inner.calls) == 1
+    with open(binary, "a") as handle:        # an upgrade: another size and mtime
+        handle.write("# 2.0\n")
+    third = _probe_cache.CachedRun(inner, cache)
+    third([binary, "--version"], 5)
+    assert len(inner.calls) == 2 and third.misses == 1
+
+
+def test_a_failed_probe_is_not_remembered(tmp_path):
+    binary, cache = tool(tmp_path), str(tmp_path / "probes.json")
+    inner = Counting(rc=1)
+    run = _probe_cache.CachedRun(inner, cache)
+    run([binary, "--version"], 5)
+    run.save()
+    assert not os.path.exists(cache)
+
+
+def test_a_symlinked_tool_is_keyed_by_what_it_points_to(tmp_path):
+    real = tool(tmp_path, "nvcc-13.0")
+    link = tmp_path / "nvcc"
+    link.symlink_to(real)
+    assert _probe_cache.probe_key([str(link), "--version"]).startswith(real + " --version|")
+
+
+@pytest.mark.parametrize("plant", ["fifo", "symlink", "garbage", "list", "wrong_shape", "huge"])
+def test_a_bad_cache_file_is_an_empty_cache_and_never_blocks(tmp_path, plant):
+    cache = tmp_path / "probes.json"
+    if plant == "fifo":
+        os.mkfifo(str(cache))
+    elif plant == "symlink":
+        (tmp_path / "elsewhere.json").write_text(json.dumps({"k": [0, "x", ""]}))
+        cache.symlink_to(tmp_path / "elsewhere.json")
+    elif plant == "garbage":
+        cache.write_bytes(b"\xff{{")
+    elif plant == "list":
+        cache.write_text("[1, 2]")
+    elif plant == "wrong_shape":
+        cache.write_text(json.dumps({"k": [1, "x", ""], "j": "text", "m": [0, 5, ""]}))
+    else:
+        cache.write_text(json.dumps({"k": [0, "x" * (_probe_cache.MAX_BYTES + 1), ""]}))
+    assert _probe_cache.load(str(cache)) == {}
+
+
+def test_the_cache_is_written_atomically_and_bounded(tmp_path):
+    cache = str(tmp_path / "probes.json")
+    table = dict(("k%03d" % i, [0, "v", ""]) for i in range(200))
+    _probe_cache.save(cache, table)
+    loaded = _probe_cache.load(cache)
+    assert len(loaded) == _probe_cache.MAX_ENTRIES
+    assert [name for name in os.listdir(str(tmp_path)) if name.startswith(".probes-")] == []
