@@ -112,7 +112,7 @@ table:
 gate:
   description:
     - The gate's decision, as the reports show it. C(abort) is true when too much of the fleet is not ready, or no
-      host is (whatever the limit: nothing to go on with);
+      host is (whatever the limit, nothing to go on with);
       C(decision) is V(stop) or V(continue); C(reason) says why, either way; C(not_ready) counts the hosts not ready
       or unreachable of C(total); C(max_not_ready) is the limit as given (null for none), C(allowed) the hosts it
       allows (null for no limit).
