@@ -51,6 +51,13 @@ options:
       - The most hosts that may be not ready (unreachable ones count), a count like V(2) or a percentage like V(25%).
         Unset means no limit.
     type: raw
+  stop_when_none_ready:
+    description:
+      - With no host ready, the gate stops whatever O(max_not_ready) says (nothing to go on with). The
+        C(gpufleet.preflight.preflight) role sets it from C(preflight_fail_when_not_ready), so a run that only
+        records the verdicts is not stopped.
+    type: bool
+    default: true
   policy:
     description: The policy the checks used, kept in the JSON report.
     type: dict

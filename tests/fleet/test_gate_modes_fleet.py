@@ -95,3 +95,10 @@ def test_end_host_leaves_an_unreachable_node_out_and_exits_0(fleet, tmp_path):
     result, ran = run(fleet, tmp_path, preflight_drop_mode="end_host", preflight_max_not_ready=3)
     assert result.rc == 0, result.stdout[-4000:]
     assert ran == {"provisioned": {"node1"}, "configured": {"node1"}}, result.stdout[-4000:]
+
+
+def test_a_run_that_only_records_verdicts_is_not_stopped_by_zero_ready(fleet, tmp_path):
+    """preflight_fail_when_not_ready false: nothing is dropped, nothing stops; still nobody joins the ready group."""
+    result, ran = run(fleet, tmp_path, hosts=("node3",), preflight_fail_when_not_ready=False)
+    assert result.rc == 0, result.stdout[-4000:]
+    assert ran == {"provisioned": set(), "configured": set()}, result.stdout[-4000:]
