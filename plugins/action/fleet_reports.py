@@ -28,6 +28,7 @@ ARGUMENT_SPEC = dict(
     report_dir=dict(type="path"),
     write=dict(type="bool", default=True),
     max_not_ready=dict(type="raw"),
+    stop_when_none_ready=dict(type="bool", default=True),
     policy=dict(type="dict", default={}),
     html_template=dict(type="path"),
 )
@@ -180,7 +181,7 @@ class ActionModule(ActionBase):
                                       finished=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
         problem = None
         try:
-            report["gate"] = _gate.gate(report, args["max_not_ready"])
+            report["gate"] = _gate.gate(report, args["max_not_ready"], args["stop_when_none_ready"])
         except ValueError as exc:
             problem = str(exc)
         if problem:  # raised outside the except block: a handled error carries no traceback

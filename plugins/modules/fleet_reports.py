@@ -18,8 +18,8 @@ description:
     C(preflight.json), C(preflight.xml) (JUnit, one test case per host and check, unreachable hosts as errors),
     C(preflight.md) and C(preflight.html) into O(report_dir) on the controller, and returns the console table and the
     gate's decision on O(max_not_ready).
-  - Every report says the gate's decision (JSON C(gate), the Markdown's and the table's last line, the HTML's banner,
-    a JUnit test suite C(gate) whose case fails when the gate stopped the run).
+  - Every report says the gate's decision (JSON C(gate), the Markdown's top under the counts, the table's line after
+    the counts, the HTML's banner, a JUnit test suite C(gate) whose case fails when the gate stopped the run).
   - C(preflight.html) is one self-contained page for 8 to 500 hosts (inline CSS and SVG, no scripts, fonts or
     network) - the summary and the gate's decision, failures grouped by check, one fleet memory chart, the host table,
     a check x host grid and the build processes still running, each with its pid, state and age. It is rendered from
@@ -51,6 +51,13 @@ options:
       - The most hosts that may be not ready (unreachable ones count), a count like V(2) or a percentage like V(25%).
         Unset means no limit.
     type: raw
+  stop_when_none_ready:
+    description:
+      - With no host ready, the gate stops whatever O(max_not_ready) says (nothing to go on with). The
+        C(gpufleet.preflight.preflight) role sets it from C(preflight_fail_when_not_ready), so a run that only
+        records the verdicts is not stopped.
+    type: bool
+    default: true
   policy:
     description: The policy the checks used, kept in the JSON report.
     type: dict
@@ -104,7 +111,8 @@ table:
            "1 ready, 0 not ready, 0 unreachable (of 1)"]
 gate:
   description:
-    - The gate's decision, as the reports show it. C(abort) is true when too much of the fleet is not ready;
+    - The gate's decision, as the reports show it. C(abort) is true when too much of the fleet is not ready, or no
+      host is (whatever the limit, nothing to go on with);
       C(decision) is V(stop) or V(continue); C(reason) says why, either way; C(not_ready) counts the hosts not ready
       or unreachable of C(total); C(max_not_ready) is the limit as given (null for none), C(allowed) the hosts it
       allows (null for no limit).

@@ -47,7 +47,7 @@ def _limit(report, max_not_ready):
         raise ValueError("preflight_max_not_ready: %r is neither a count of hosts (like 2) nor a percentage (like 25%%)" % (max_not_ready,))
 
 
-def gate(report, max_not_ready):
+def gate(report, max_not_ready, stop_when_none_ready=True):
     """The gate's decision, as every report shows it and the action returns it::
 
         {decision: stop | continue, abort: bool, reason: a sentence, not_ready: hosts not ready or unreachable,
@@ -57,7 +57,7 @@ def gate(report, max_not_ready):
     abort, why = too_many_not_ready(report, max_not_ready)
     bad = report["summary"]["not_ready"] + report["summary"]["unreachable"]
     total = report["summary"]["total"]
-    if total and bad == total:
+    if total and bad == total and stop_when_none_ready:
         # Whatever the limit: otherwise the later plays "provision" no host and the run exits 0 (issue 27 item 1).
         abort, why = True, "none of the %d host%s is ready: nothing to go on with" % (total, "" if total == 1 else "s")
     elif allowed is None:

@@ -87,3 +87,18 @@ def test_a_bad_drop_mode_is_named(fleet, tmp_path):
     assert result.rc != 0 and ran == {"provisioned": set(), "configured": set()}
     assert "value of preflight_drop_mode must be one of: fail, end_host, got: skip" in result.stdout
     assert "Traceback" not in result.stdout + result.stderr
+
+
+def test_end_host_leaves_an_unreachable_node_out_and_exits_0(fleet, tmp_path):
+    """node4's sshd stopped: counted not ready, never provisioned, and the passing gate still exits 0."""
+    fleet["node4"].stop_sshd()
+    result, ran = run(fleet, tmp_path, preflight_drop_mode="end_host", preflight_max_not_ready=3)
+    assert result.rc == 0, result.stdout[-4000:]
+    assert ran == {"provisioned": {"node1"}, "configured": {"node1"}}, result.stdout[-4000:]
+
+
+def test_a_run_that_only_records_verdicts_is_not_stopped_by_zero_ready(fleet, tmp_path):
+    """preflight_fail_when_not_ready false: nothing is dropped, nothing stops; still nobody joins the ready group."""
+    result, ran = run(fleet, tmp_path, hosts=("node3",), preflight_fail_when_not_ready=False)
+    assert result.rc == 0, result.stdout[-4000:]
+    assert ran == {"provisioned": set(), "configured": set()}, result.stdout[-4000:]

@@ -2,7 +2,7 @@
 # Copyright: gpufleet.preflight contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """A failed readiness task on the console (issue 20 item 3): the failed checks and their fixes, not kilobytes of facts
-and policy (28 KB before); -v shows the complete result."""
+and policy (28 KB before), each cause said once (issue 27 item 4: 2-6 KB); -v shows the complete result."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -12,16 +12,19 @@ import json
 import os
 import subprocess
 
+import pytest
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ARGS = json.dumps({"profiles": [], "min_available_memory": "100TiB"})  # more than any machine: always fails
 
 
-def adhoc(*extra):
+def adhoc(*extra, **kwargs):
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
                ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, ".tmp", "collections"))
-    proc = subprocess.run([os.path.join(REPO, ".venv", "bin", "ansible"), "localhost", "-c", "local", "-m",
-                           "gpufleet.preflight.readiness", "-a", ARGS] + list(extra), stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, env=env, cwd=REPO, timeout=300, check=False)
+    argv = [os.path.join(REPO, ".venv", "bin", "ansible"), "localhost", "-c", "local", "-m",
+            "gpufleet.preflight.readiness", "-a", kwargs.get("args", ARGS)] + list(extra)
+    proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=REPO, timeout=300,
+                          check=False)
     return proc.returncode, proc.stdout.decode("utf-8", "replace")
 
 
@@ -30,7 +33,18 @@ def test_failed_verdict_names_checks_and_fixes_without_facts_or_policy():
     assert rc == 2, out
     assert "available_memory" in out and "lower preflight_min_available_memory" in out
     assert '"policy"' not in out and "gpufleet_memory" not in out and "ansible_facts" not in out
-    assert len(out) < 6000, len(out)
+    assert len(out) < 1500, len(out)
+    assert out.count("lower preflight_min_available_memory") == 2, out   # the error line and msg, nothing else
+
+
+def test_a_gpu_less_node_says_its_nvidia_smi_sentence_once():
+    """Here (no NVIDIA driver) six GPU checks fail for one reason: one sentence, in the error line and msg."""
+    rc, out = adhoc(args=json.dumps({"profiles": ["gpu"], "max_build_processes": 100000}))
+    if "nvidia-smi not found" not in out:
+        pytest.skip("this machine has nvidia-smi")
+    assert rc == 2, out
+    assert out.count("nvidia-smi not found") == 2, out
+    assert "gpu_count, compute_capability, ecc_errors" in out and len(out) < 2000, (len(out), out)
 
 
 def test_verbose_shows_everything():

@@ -36,8 +36,10 @@ def documented_options():
     for name in doc["extends_documentation_fragment"]:
         if not name.startswith("gpufleet.preflight."):
             continue
-        fragment = importlib.import_module("ansible_collections.gpufleet.preflight.plugins.doc_fragments." + name.split(".")[-1])
-        options.update(yaml.safe_load(fragment.ModuleDocFragment.DOCUMENTATION)["options"])
+        parts = name.split(".")  # gpufleet.preflight.<fragment>[.<variable>]
+        fragment = importlib.import_module("ansible_collections.gpufleet.preflight.plugins.doc_fragments." + parts[2])
+        text = getattr(fragment.ModuleDocFragment, parts[3].upper() if len(parts) > 3 else "DOCUMENTATION")
+        options.update(yaml.safe_load(text).get("options") or {})
     return options
 
 

@@ -188,6 +188,8 @@ def test_no_ready_host_stops_the_run_whatever_the_limit(report, limit):
     report["summary"]["ready"], report["summary"]["not_ready"] = 0, report["summary"]["not_ready"] + report["summary"]["ready"]
     gate = _gate.gate(report, limit)
     assert gate["abort"] and gate["decision"] == "stop" and gate["reason"] == "none of the 4 hosts is ready: nothing to go on with"
+    # preflight_fail_when_not_ready false: a run that only records verdicts
+    assert _gate.gate(report, limit, stop_when_none_ready=False)["abort"] is False
 
 
 def stopped(report):
