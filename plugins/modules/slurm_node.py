@@ -29,7 +29,7 @@ description:
   - A drain by anyone else (another reason, or an empty one) is never overwritten nor resumed. Nodes that are not
     responding (C(down*), C(idle*)), down, failing, in maintenance, rebooting, reserved, powering or planned are left
     alone; RV(message) says why.
-  - The reason names the first failed check's cause (C(gpu_count) then C(nvidia-smi did not answer within 10s)) and is kept
+  - The reason names the first failed check's cause (for a hung GPU driver C(nvidia-smi did not answer within 10s), not C(unknown)) and is kept
     while the same set of checks fails, so sinfo's drain time stays the first failure's; it changes only when the set
     changes. Right before C(scontrol), C(sinfo) is read again and nothing is done when the node changed meanwhile (a
     person's drain is never overwritten); the intent is recorded before the drain, so a run killed between the

@@ -113,7 +113,7 @@ def test_reason_stable_over_three_failing_runs(installed, slurm_idle):
         assert first["reason"] == "gpufleet: build_processes: 1 build process still running", first
         pids.append(node.spawn_orphan("ninja"))
         runs = set()
-        for _ in range(3):
+        for _attempt in range(3):
             deadline = time.monotonic() + 15
             while time.monotonic() < deadline:  # one more run of slurmd's: the lock file names each run's pid
                 with open(lock) as handle:
@@ -165,7 +165,7 @@ def test_drain_only_never_resumes(installed, slurmd_runs_nothing):
     finally:
         node.run("kill -9 %d" % pid)
     assert drained.rc == 1 and "draining: gpufleet: build_processes" in drained.stdout, drained
-    for _ in range(2):
+    for _attempt in range(2):
         kept = node.run(program)
         assert kept.rc == 0 and "drain-only mode" in kept.stdout, kept
         assert cluster.slurm.node_info("node2")["state"] == "drained"

@@ -225,7 +225,7 @@ def test_metrics_of_both_sources_side_by_side(cluster, tmp_path, node_exporter):
     assert result.rc == 0, result.stdout[-4000:]
     assert sorted(n for n in os.listdir(textdir) if n.endswith(".prom")) == [
         "gpufleet_preflight_health_check.prom", "gpufleet_preflight_playbook.prom"]
-    for _ in range(2):  # and again after the playbook's second run: neither overwrites the other
+    for _attempt in range(2):  # and again after the playbook's second run: neither overwrites the other
         samples = scrape(url)
         assert samples["node_textfile_scrape_error"] == 0
         assert samples['gpufleet_preflight_ready{source="playbook"}'] == 1

@@ -72,14 +72,14 @@ def test_child_dies_with_the_check(tmp_path):
               "threading.Event().wait(60)\n" % (sys.path, str(tmp_path / "pid")))
     check = subprocess.Popen([sys.executable, "-c", script])
     try:
-        for _ in range(100):
+        for _attempt in range(100):
             if (tmp_path / "pid").exists() and (tmp_path / "pid").read_text().strip():
                 break
             time.sleep(0.05)
         child = int((tmp_path / "pid").read_text())
         os.kill(check.pid, 9)
         check.wait(5)
-        for _ in range(40):
+        for _attempt in range(40):
             if not os.path.exists("/proc/%d" % child) or open("/proc/%d/stat" % child).read().split(")")[1].split()[0] == "Z":
                 break
             time.sleep(0.05)
@@ -120,7 +120,7 @@ def test_a_timeout_kills_the_childs_own_children(tmp_path):
     rc, _out, err = run(["sh", "-c", "sleep 100 & echo $$ $! > %s; wait" % pidfile], 1)
     assert rc is None and "timed out after 1s and was killed" in err
     for pid in map(int, pidfile.read_text().split()):
-        for _ in range(40):
+        for _attempt in range(40):
             if not os.path.exists("/proc/%d" % pid):
                 break
             time.sleep(0.05)
