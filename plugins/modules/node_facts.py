@@ -52,7 +52,7 @@ options:
         O(gpu_probe_timeout) each and O(gpu_probe_budget) in all. A probe that times out is reported under
         C(gpufleet_gpus.probes) as C(timeout), naming its command.
       - V(nvlink_status) (C(nvidia-smi nvlink -s)), V(nvlink_errors) (C(nvidia-smi nvlink -e)), V(query)
-        (C(nvidia-smi -q) - Fabric state, GPU Reset Status, GPU Recovery Action), V(dcgm_diag) (C(dcgmi diag -r 1),
+        (C(nvidia-smi -q), for the Fabric state, GPU Reset Status and GPU Recovery Action), V(dcgm_diag) (C(dcgmi diag -r 1),
         after the others, within O(dcgm_diag_timeout), and never while a process uses the GPUs).
       - The readiness action asks for those its checks read (C(check_nvlink),
         C(check_fabric), C(check_gpu_recovery), C(check_dcgm_diag) of M(gpufleet.preflight.readiness)).

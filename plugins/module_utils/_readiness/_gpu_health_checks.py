@@ -137,9 +137,9 @@ def check_pcie_link(facts, policy):
         if problems:
             bad.append(dev)
             words.append(" and ".join(problems))
-    observed = dict((str(dev.get("index")), "gen %s/%s x%s/%s" % (dev.get("pcie_gen_current"), dev.get("pcie_gen_max"),
-                                                                    dev.get("pcie_width_current"), dev.get("pcie_width_max")))
-                    for dev in devices)
+    observed = dict((str(dev.get("index")), "gen %s/%s x%s/%s" % (
+        dev.get("pcie_gen_current"), dev.get("pcie_gen_max"), dev.get("pcie_width_current"), dev.get("pcie_width_max")))
+        for dev in devices)
     return result(name, not bad, observed, expected, _listed(bad, words) if bad else "", "gpu")
 
 

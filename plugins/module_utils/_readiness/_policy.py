@@ -284,8 +284,7 @@ CHECKS = (
     check("gpu_temperature", "gpu", gpu_health.check_gpu_temperature, _GPU + _NAMED + (_DEVICE + "temperature",),
           ("max_gpu_temperature",)),
     check("clock_events", "gpu", gpu_health.check_clock_events, _GPU + _NAMED + (
-        _DEVICE + "clock_event_reasons", _DEVICE + "clock_event_reasons[]"),
-          ("bad_clock_event_reasons",)),
+        _DEVICE + "clock_event_reasons", _DEVICE + "clock_event_reasons[]"), ("bad_clock_event_reasons",)),
     check("persistence_mode", "gpu", gpu_health.check_persistence_mode, _GPU + _NAMED + (_DEVICE + "persistence_mode",),
           ("require_persistence_mode",)),
     check("mig_mode", "gpu", gpu_health.check_mig_mode, _GPU + _NAMED + (_DEVICE + "mig_mode",), ("mig_mode",)),
@@ -297,9 +296,9 @@ CHECKS = (
     check("gpu_recovery", "gpu", gpu_health.check_gpu_recovery, _GPU + _NAMED + _PROBES + (
         _DEVICE + "query", _DEVICE + "query.recovery_action", _DEVICE + "query.reset_required",
         _DEVICE + "query.drain_and_reset_recommended"), ("check_gpu_recovery", "gpu_probe_timeout_fails")),
-    check("dcgm_diag", "gpu", gpu_health.check_dcgm_diag, _GPU + ("gpus.probes", "gpus.probes.dcgm_diag.state",
-        "gpus.probes.dcgm_diag.message", "gpus.probes.dcgm_diag.tests[].test", "gpus.probes.dcgm_diag.tests[].result",
-        "gpus.probes.dcgm_diag.tests[].detail"), ("check_dcgm_diag", "gpu_probe_timeout_fails")),
+    check("dcgm_diag", "gpu", gpu_health.check_dcgm_diag, _GPU + ("gpus.probes",) + tuple(
+        "gpus.probes.dcgm_diag." + key for key in ("state", "message", "tests[].test", "tests[].result", "tests[].detail")),
+        ("check_dcgm_diag", "gpu_probe_timeout_fails")),
     check("nvcc_arch", "build", gpu_build.check_nvcc_arch, (
         "toolchain.nvcc.present", "toolchain.nvcc.error", "toolchain.nvcc.gpu_archs[]", "toolchain.nvcc.gpu_codes[]",
         "toolchain.nvcc.version", "toolchain.nvcc.cuda_version"), ("nvcc_arch",)),

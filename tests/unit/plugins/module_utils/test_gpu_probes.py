@@ -160,8 +160,8 @@ def dcgm_stub(stub, tmp_path):
 def test_dcgm_diag_runs_only_on_an_idle_node(dcgm_stub):
     facts = dcgm_stub("h100_x2_nvswitch", dcgm_diag_timeout=10)
     assert facts["probes"]["dcgm_diag"]["state"] == "ok" and len(facts["probes"]["dcgm_diag"]["tests"]) == 9
-    busy = dcgm_stub("h100_x2_nvswitch", extra={"compute-apps.csv": "GPU-4039dfe4-0c97-4b1e-683e-eb7d42699053, 4425, "
-                                                                      "python3, 80000\n"}, dcgm_diag_timeout=10)
+    app = "GPU-4039dfe4-0c97-4b1e-683e-eb7d42699053, 4425, python3, 80000\n"
+    busy = dcgm_stub("h100_x2_nvswitch", extra={"compute-apps.csv": app}, dcgm_diag_timeout=10)
     assert busy["probes"]["dcgm_diag"]["state"] == "not_run"
     assert "1 process on the GPUs" in busy["probes"]["dcgm_diag"]["message"]
 
