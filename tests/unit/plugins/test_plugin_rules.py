@@ -44,7 +44,8 @@ def test_fail_json_is_never_called_inside_an_except_block():
 
 
 def test_nan_and_infinity_are_recognised_only_in_values():
-    allowed = {"plugins/module_utils/_values.py", "plugins/module_utils/_readiness/_metrics.py"}  # _metrics writes NaN for Prometheus
+    allowed = {"plugins/module_utils/_values.py", "plugins/module_utils/_readiness/_metrics.py",  # _metrics writes NaN for Prometheus
+               "plugins/module_utils/_build/_admission_policy.py"}  # copied beside a build, stdlib only: no _values
     found = []
     for path, tree in python_files():
         if path in allowed:
