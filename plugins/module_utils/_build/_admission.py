@@ -274,7 +274,7 @@ def wait_for_room(config, mine, pid, log, stopped=lambda: None):
                 seen, decided = _inode(ledger_path), time.time()
                 if ledger[str(pid)]["state"] == "running":
                     return ledger[str(pid)]["bytes"]
-        if not said:
+        if not said and now - mine["since"] >= settle + poll:   # not the settling moment every compile has
             log("gpufleet-admit: %s waits for %.1f GiB of the %.1f GiB budget" % (
                 mine["source"], mine["bytes"] / 1024.0 ** 3, mine["budget"] / 1024.0 ** 3))
             said = True

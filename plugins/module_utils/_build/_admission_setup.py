@@ -18,6 +18,7 @@ import sys
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _admission
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _admission_policy as policy
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._build_engine import BuildError
 from ansible_collections.gpufleet.preflight.plugins.module_utils._human import parse_size_option
 
 FOLDER = "gpufleet-admission"
@@ -41,17 +42,26 @@ def admission_settings(settings, build_dir, source):
 
 
 def with_admission(env, settings, build_dir, source, python=None):
-    """Write the launcher, its policy and config under ``build_dir`` and put the launcher in ``env``; the chain."""
-    config = admission_settings(settings, build_dir, source)
-    folder = os.path.join(build_dir, FOLDER)
-    if not os.path.isdir(folder):
-        os.makedirs(folder)
-    for name, module in ((LAUNCHER, _admission), ("_admission_policy.py", policy)):
-        with open(os.path.join(folder, name), "w") as handle:
-            handle.write(inspect.getsource(module))
-    config_path = os.path.join(folder, "config.json")
-    with open(config_path, "w") as handle:
-        json.dump(config, handle, indent=1, sort_keys=True)
+    """Write the launcher, its policy and config under ``build_dir`` and put the launcher in ``env``; the chain
+    (None: no ``admission`` option). BuildError naming what is wrong."""
+    if settings is None:
+        return None
+    failure = None
+    try:
+        config = admission_settings(settings, build_dir, source)
+        folder = os.path.join(build_dir, FOLDER)
+        if not os.path.isdir(folder):
+            os.makedirs(folder)
+        for name, module in ((LAUNCHER, _admission), ("_admission_policy.py", policy)):
+            with open(os.path.join(folder, name), "w") as handle:
+                handle.write(inspect.getsource(module))
+        config_path = os.path.join(folder, "config.json")
+        with open(config_path, "w") as handle:
+            json.dump(config, handle, indent=1, sort_keys=True)
+    except (ValueError, OSError) as exc:
+        failure = str(exc)
+    if failure:
+        raise BuildError(failure)
     chain = [python or sys.executable, os.path.join(folder, LAUNCHER), "--config=" + config_path]
     joined = ";".join(chain)
     for language in ("CUDA", "CXX", "C"):

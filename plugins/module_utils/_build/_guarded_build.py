@@ -144,11 +144,7 @@ class GuardedBuild(object):
             params["cmake_policy_version_minimum"], params["ccache_dir"], params["cuda_arch_list"],
             params["environment"])
         env[MARKER_VARIABLE] = self.marker.split("=", 1)[1]  # every process of the build carries it
-        if params.get("admission") is not None:   # before the cache: [admission] + [cache] (issue 29 item 4)
-            try:
-                with_admission(env, params["admission"], self.build_dir, self.source)
-            except (ValueError, OSError) as exc:
-                raise BuildError(str(exc))
+        with_admission(env, params.get("admission"), self.build_dir, self.source)   # before the cache's launcher
         self._compiler_cache(env)
         return env
 

@@ -15,6 +15,7 @@ import sys
 import pytest
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build._admission_setup import with_admission
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._build_engine import BuildError
 
 
 def test_the_launcher_goes_before_every_compile_and_runs_from_the_build_dir(tmp_path):
@@ -35,6 +36,11 @@ def test_the_launcher_goes_before_every_compile_and_runs_from_the_build_dir(tmp_
 @pytest.mark.parametrize("settings, named", [({"margn": 2}, "admission: unknown admission setting(s) margn"),
                                              ({"budget_bytes": "64GB"}, "admission.budget_bytes: '64GB' is ambiguous")])
 def test_bad_settings_are_refused_naming_them(tmp_path, settings, named):
-    with pytest.raises(ValueError) as refused:
+    with pytest.raises(BuildError) as refused:
         with_admission({}, settings, str(tmp_path), "/src")
     assert named in str(refused.value)
+
+
+def test_no_option_no_admission(tmp_path):
+    env = {}
+    assert with_admission(env, None, str(tmp_path), "/src") is None and env == {}
