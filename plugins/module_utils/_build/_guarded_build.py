@@ -158,6 +158,7 @@ class GuardedBuild(object):
             failure = str(exc)
         if failure:
             raise BuildError(failure)
+        self.warnings.extend(self.cache.warnings)
 
     def _check_options(self):
         checked = check_options(self.params)
