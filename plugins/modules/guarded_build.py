@@ -312,6 +312,7 @@ ARGUMENT_SPEC = dict(
     admission=dict(type="dict"),
     compiler_cache=dict(type="str", choices=["auto", "ccache", "sccache", "none"]),
     compiler_cache_dir=dict(type="path"),
+    compiler_cache_dir_policy=dict(type="str", default="refuse", choices=["refuse", "warn"]),
     compiler_cache_max_size=dict(type="str"),
     compiler_cache_redis=dict(type="str", no_log=True),
     cuda_arch_list=dict(type="str"),

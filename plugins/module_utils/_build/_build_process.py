@@ -101,7 +101,17 @@ def released():
     return 0 in ready and not os.read(0, 512)
 
 
-os.write(report, b"started\n")
+def tell(line):
+    """A report to the module; False when nobody reads it any more (the module died: EPIPE)."""
+    try:
+        os.write(report, line)
+        return True
+    except OSError:
+        return False
+
+
+if not tell(b"started\n"):  # the module died while we started: build nothing
+    os._exit(137)
 try:
     build = subprocess.Popen(argv, stdin=subprocess.DEVNULL)
 except OSError as exc:
@@ -113,7 +123,8 @@ while build is not None and build.poll() is None:
         build.wait()
         os._exit(137)
 rc = 127 if build is None else build.returncode if build.returncode >= 0 else 128 - build.returncode
-os.write(report, ("exit %d\n" % rc).encode())
+# the module may be gone by now (the report fails): what the build left is still ended below, never skipped
+tell(("exit %d\n" % rc).encode())
 while not released():
     reap_orphans()
 end_build()
@@ -169,10 +180,12 @@ def dead_runs_marker(marker, proc="/proc"):
     return not owner_alive(int(parts[1]), int(parts[2]), proc)
 
 
-def kill_session(sid, proc="/proc", rounds=5):
-    """SIGKILL every process of session ``sid``: the build's whole tree, also what ninja started in process groups
-    of its own. Nothing outside the session the build was started in is signalled. Returns the pids killed."""
-    return _kill_matching(lambda name: _session(proc, name) == sid, proc, rounds)
+def kill_session(sid, proc="/proc", rounds=5, spare=()):
+    """SIGKILL every process of session ``sid`` but those in ``spare``: the build's whole tree, also what ninja
+    started in process groups of its own. Nothing outside the session the build was started in is signalled.
+    Returns the pids killed."""
+    spared = set(str(pid) for pid in spare)
+    return _kill_matching(lambda name: name not in spared and _session(proc, name) == sid, proc, rounds)
 
 
 def kill_marked(marker, proc="/proc", rounds=5):
@@ -260,7 +273,10 @@ class BuildProcess(object):
         return self.rc is not None
 
     def kill(self):
-        kill_session(self.pgid)
+        """End the build, never its holder: the holder is the guard of what the build left outside its session
+        (``setsid`` daemons, carrying the marker) until the module releases it, or dies. Killing it too left those
+        running for good when the module was killed before its own sweep (issue 28 item 10)."""
+        return kill_session(self.pgid, spare=(self.pgid,))
 
     def release(self):
         """Let the holder end what is left of the build and exit (closing its stdin), and reap it."""
@@ -270,8 +286,8 @@ class BuildProcess(object):
             pass
         try:
             self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.kill()
+        except subprocess.TimeoutExpired:  # a holder that does not end: the whole session, the holder too
+            kill_session(self.pgid)
             self.process.wait()
         self._reports.close()
         if self.rc is None:

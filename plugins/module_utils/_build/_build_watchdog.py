@@ -113,7 +113,9 @@ class WatchdogConfinement(Confinement):
         left = self.headroom()
         if left >= self.floor_bytes:
             return None
-        if not kill_session(pgid):  # the build's own session, nothing else
+        # the build's own session, nothing else; never its holder (the session leader): it stays the guard of what
+        # the build left outside the session, should the module die before its own sweep
+        if not kill_session(pgid, spare=(pgid,)):
             return None
         return "the watchdog stopped the build: %s left in %s, below the floor of %s" % (
             human(left), self.watched["source"], human(self.floor_bytes))

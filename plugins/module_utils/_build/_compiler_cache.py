@@ -32,6 +32,7 @@ except ImportError:  # Python 2 (ansible-test's compile check)
     from urllib import unquote
     from urlparse import urlsplit
 
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._cache_safety import POLICIES, check_cache_directory
 from ansible_collections.gpufleet.preflight.plugins.module_utils._human import human
 
 KINDS = ("auto", "ccache", "sccache", "none")
@@ -308,6 +309,7 @@ class BuildCache(object):
         self.path = None
         self.version = None
         self.notes = []
+        self.warnings = []
         self.env = None
         self.settings = {}
         self.before = {}
@@ -361,8 +363,23 @@ class BuildCache(object):
             env["GPUFLEET_SCCACHE"] = self.path
             env["GPUFLEET_SCCACHE_STATS"] = self.stats_path
         env.update(self.settings)
+        self._check_store(env)
         env["CMAKE_ARGS"] = with_launcher(env.get("CMAKE_ARGS"), self.path)
         return self
+
+    def _check_store(self, env):
+        """The cache directory the compiles will use (ours, or CCACHE_DIR from the environment) is the build user's
+        and writable by nobody else (issue 28 item 8); a Redis store cannot be checked from here (README)."""
+        directory = env.get("SCCACHE_DIR" if self.kind == "sccache" else "CCACHE_DIR")
+        if not directory or (self.kind == "sccache" and env.get("SCCACHE_REDIS_ENDPOINT")):
+            return
+        policy = self.params.get("compiler_cache_dir_policy") or "refuse"
+        if policy not in POLICIES:
+            raise ValueError("compiler_cache_dir_policy: expected one of %s, got %r" % (", ".join(POLICIES), policy))
+        warning = check_cache_directory(directory, policy)
+        if warning:
+            self.warnings.append(warning)
+            self.notes.append(warning)
 
     def command(self, command):
         return sccache_command(command) if self.kind == "sccache" else list(command)

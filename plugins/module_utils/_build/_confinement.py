@@ -169,7 +169,7 @@ class Confinement(object):
     (run in the child) per attempt, ``started`` once the holder runs, ``guard`` and ``sample`` on every poll,
     ``counters`` after the build, ``stop`` to end it, ``cleanup`` in every path, ``describe`` for the result."""
 
-    # the registry (``_guarded_build.METHODS``) reads these: the method's option value, seconds between two
+    # the registry (``_build_methods.METHODS``) reads these: the method's option value, seconds between two
     # looks while the build runs (None: the status interval), its place in ``auto`` (None: never chosen by auto)
     name = "none"
     poll_seconds = None

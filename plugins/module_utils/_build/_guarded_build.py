@@ -17,12 +17,19 @@ __metaclass__ = type
 import binascii
 import os
 import signal
-import subprocess
 import time
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _build_engine as engine
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _build_state as state
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._build_attempt import AttemptRunner
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build._build_engine import BuildError, Interrupted
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._build_methods import (
+    METHODS,
+    SIGNAL_NAMES,
+    auto_order,
+    choose,
+    strategy_names,
+)
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build._build_options import check_options, check_size
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build._build_plan import (
     default_reserve,
@@ -32,46 +39,24 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._build._build_p
 )
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build._build_process import (
     MARKER_VARIABLE,
-    BuildProcess,
     dead_runs_marker,
     kill_marked,
     marker_value,
     owner_alive,
     process_start_time,
 )
-from ansible_collections.gpufleet.preflight.plugins.module_utils._build._build_watchdog import WatchdogConfinement
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build._admission_setup import with_admission
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build._compiler_cache import BuildCache
-from ansible_collections.gpufleet.preflight.plugins.module_utils._build._confinement import (
-    CgroupfsConfinement,
-    Confinement,
-    SystemdConfinement,
-    Unavailable,
-    cgroup_name,
-)
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._confinement import Unavailable, cgroup_name
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._timeline import Timeline
 from ansible_collections.gpufleet.preflight.plugins.module_utils._facts._cpus import collect_cpus
-from ansible_collections.gpufleet.preflight.plugins.module_utils._human import human
-from ansible_collections.gpufleet.preflight.plugins.module_utils._facts._kernel_events import KmsgFollower, oom_lines_in_cgroup
 from ansible_collections.gpufleet.preflight.plugins.module_utils._facts._memory import collect_memory
-from ansible_collections.gpufleet.preflight.plugins.module_utils._build._timeline import ProgressFollower, Timeline
+from ansible_collections.gpufleet.preflight.plugins.module_utils._human import human
 
-__all__ = ["BuildError", "GuardedBuild", "Interrupted", "METHODS", "choose", "strategy_names"]
-
-# the one confinement registry: each method names itself (``name``), its poll interval (``poll_seconds``) and its
-# place in ``auto`` (``auto_rank``); the module's ``confinement`` choices are ``strategy_names()`` (a unit test
-# ties them). A new method is a class here and nowhere else.
-METHODS = (SystemdConfinement, CgroupfsConfinement, WatchdogConfinement, Confinement)
-SIGNAL_NAMES = {signal.SIGTERM: "SIGTERM", signal.SIGINT: "SIGINT", signal.SIGHUP: "SIGHUP"}
-
-
-def strategy_names(methods=METHODS):
-    """The ``confinement`` option's choices: ``auto`` then every method's name."""
-    return ("auto",) + tuple(method.name for method in methods)
-
-
-def auto_order(methods=METHODS):
-    """The methods ``auto`` tries, in order."""
-    return tuple(sorted((method for method in methods if method.auto_rank is not None), key=lambda m: m.auto_rank))
+# the confinement registry and the attempt live in _build_methods and _build_attempt (the 500-line rule); their
+# names stay importable from here
+__all__ = ["BuildError", "GuardedBuild", "Interrupted", "METHODS", "SIGNAL_NAMES", "auto_order", "choose",
+           "strategy_names"]
 
 
 def new_run_id():
@@ -81,7 +66,7 @@ def new_run_id():
 
 # ---------------------------------------------------------------- the build
 
-class GuardedBuild(object):
+class GuardedBuild(AttemptRunner):
     """One guarded build. ``params``: the module's options, type-checked and with their defaults (the argument
     spec is their one home); ``run(argv, timeout) -> (rc, out, err)``; ``find(name, env) -> path or None``."""
 
@@ -160,6 +145,7 @@ class GuardedBuild(object):
             failure = str(exc)
         if failure:
             raise BuildError(failure)
+        self.warnings.extend(self.cache.warnings)
 
     def _check_options(self):
         checked = check_options(self.params)
@@ -256,113 +242,6 @@ class GuardedBuild(object):
                     pass
             if "status file" not in " ".join(self.warnings):
                 self.warnings.append("could not write the status file: %s" % exc)
-
-    # -- one attempt
-    def run_attempt(self, attempt, jobs, deadline):
-        self.env["CMAKE_BUILD_PARALLEL_LEVEL"] = self.env["MAX_JOBS"] = str(jobs)
-        kernel = KmsgFollower(self.root)
-        kernel.start()
-        step = min(self.confinement.poll_seconds or self.params["status_interval"], self.params["status_interval"])
-        outcome = {"attempt": attempt, "jobs": jobs, "rc": None, "timed_out": False, "interrupted": None,
-                   "watchdog": None, "strategy": self.confinement.name}
-        build, peak, started, next_status = None, 0, time.time(), 0.0
-        try:
-            with self._open_log() as log:
-                try:
-                    log.write(("\n=== gpufleet guarded_build: attempt %d, jobs=%d, memory limit %s, %s, %s\n" % (
-                        attempt, jobs, human(self.limit_bytes), self.confinement.name,
-                        time.strftime("%Y-%m-%d %H:%M:%S"))).encode("utf-8"))
-                    log.flush()
-                    log_start = log.tell()
-                    # every line this attempt adds, not a fixed tail a ptxas flood pushes [N/M] out of; ETA learned
-                    # from the previous build's .ninja_log
-                    follower = ProgressFollower.for_build(self.log_path, log_start, self.build_dir, jobs=jobs)
-                except (IOError, OSError) as exc:
-                    raise BuildError("cannot write the build log %s: %s" % (self.log_path, exc.strerror or exc))
-                try:
-                    build = BuildProcess(self.cache.command(self.command), self.confinement, self.chdir, self.env, log,
-                                         self.marker)
-                except (OSError, subprocess.SubprocessError, Unavailable) as exc:
-                    raise BuildError("could not start the build %s: %s" % (self.command, exc))
-                located = False
-                try:
-                    while not self._wait(build, step):
-                        if build.started and not located:
-                            self.confinement.started(build.pgid)
-                            located = True
-                        outcome["watchdog"] = outcome["watchdog"] or self.confinement.guard(build.pgid)
-                        usage = self.confinement.sample()
-                        peak = max(peak, usage or 0)
-                        self.timeline.observe(usage)  # the next sample is this interval's maximum
-                        now = time.time()
-                        if now >= next_status:
-                            next_status = now + self.params["status_interval"]
-                            seen = follower.update()
-                            # a rise of the cgroup's peak counter since the last sample: reached in this interval
-                            self.timeline.add(now - self.started, usage, jobs, attempt, peak=self.confinement.counters()[1])
-                            self.write_status(state="running", attempt=attempt, jobs=jobs, build_pgid=build.pgid,
-                                              progress=seen["progress"], step=seen["step"],
-                                              eta_seconds=seen["eta_seconds"],
-                                              timeline=self.timeline.to_list(),
-                                              memory_bytes=usage, memory_human=human(usage),
-                                              elapsed_seconds=round(now - self.started, 1))
-                        if deadline and now > deadline and not outcome["timed_out"]:
-                            outcome["timed_out"] = True
-                            build.kill()
-                            self.confinement.stop()
-                except Interrupted as exc:
-                    outcome["interrupted"] = str(exc)
-                    build.kill()
-                    self.confinement.stop()
-                if build.started and not located:  # a build that ended before the first look
-                    self.confinement.started(build.pgid)
-                outcome["oom_kills"], cgroup_peak = self.confinement.counters()  # the scope lives until release
-                outcome["rc"] = build.release()
-        finally:
-            if build is not None and build.process.returncode is None:
-                build.kill()
-                build.release()
-            # described before cleanup: a systemd scope is gone with its last process, its path with it
-            cgroup = self.confinement.describe().get("cgroup")
-            error = self.confinement.cleanup()
-            if error:
-                self.warnings.append("could not remove the build cgroup: %s" % error)
-            # the holder ends what the build started; a holder killed with its session could not: the marker finds it
-            kill_marked(self.marker)
-            messages = kernel.messages()
-            kernel.close()
-        if not build.started and outcome["rc"] != 0 and not (outcome["interrupted"] or outcome["timed_out"]):
-            # e.g. systemd-run refused the scope: nothing of the build ran, so no backoff can help
-            raise BuildError("the build did not start in its %s confinement (%s exited with %s before running it); "
-                             "see %s" % (self.confinement.name, (self.confinement.prefix_argv or ["/bin/sh"])[0],
-                                         outcome["rc"], self.log_path))
-        attempt_text = state.read_log_tail(self.log_path, 1 << 20, start=log_start)
-        outcome["kernel_oom_lines"] = oom_lines_in_cgroup(messages, cgroup["path"]) if cgroup else []
-        kind, why = engine.classify_attempt(outcome["rc"], outcome["timed_out"], outcome["interrupted"],
-                                            outcome["watchdog"], outcome["oom_kills"], outcome["kernel_oom_lines"])
-        attempt_peak = cgroup_peak or peak or None
-        self.timeline.close_attempt(time.time() - self.started, jobs, attempt, attempt_peak)  # the line reaches it
-        outcome.update(kind=kind, oom=kind == engine.OOM, why=why, duration=round(time.time() - started, 2),
-                       peak_memory_bytes=attempt_peak, peak_memory_human=human(attempt_peak),
-                       progress=engine.parse_progress(attempt_text), failed_steps=engine.failed_steps(attempt_text))
-        return outcome
-
-    def _wait(self, build, step):
-        """``build.wait(step)``, the one place a stop signal interrupts (then Interrupted); a signal that came while
-        anything else ran is acted on here, once that finished."""
-        if self.stop_signal is not None:
-            raise Interrupted(SIGNAL_NAMES.get(self.stop_signal, "signal %d" % self.stop_signal))
-        self._interruptible = True
-        try:
-            return build.wait(step)
-        finally:
-            self._interruptible = False
-
-    def _open_log(self):
-        try:
-            return state.open_log(self.log_path)
-        except state.StateError as exc:
-            raise BuildError("cannot open the build log: %s" % exc)
 
     # -- the whole run
     def execute(self):
@@ -550,23 +429,3 @@ class GuardedBuild(object):
         self.write_status(state="stopped" if result.get("stopped") else "failed", message=failure,
                           peak_memory_bytes=peak, duration=duration)
         raise BuildError(failure, result)
-
-
-def choose(requested, unit, limit_bytes, floor_bytes, find, run, root="/", methods=METHODS):
-    """The method to use: ``requested``, or with ``auto`` the first in ``auto_order(methods)`` that can run.
-    ``(confinement, skipped)``, ``skipped`` saying why each earlier one could not; Unavailable when the one asked
-    for cannot run."""
-    by_name = dict((method.name, method) for method in methods)
-    skipped = {}
-    for method in auto_order(methods) if requested == "auto" else (by_name[requested],):
-        strategy = method(unit, limit_bytes, floor_bytes, root, find=find, run=run)
-        try:
-            strategy.prepare()
-        except Unavailable as exc:
-            if requested != "auto":
-                raise Unavailable("confinement=%s is not possible here: %s" % (method.name, exc))
-            skipped[method.name] = str(exc)
-            continue
-        return strategy, skipped
-    raise Unavailable("no confinement is possible here (%s); set confinement=none to build unprotected"
-                      % "; ".join("%s: %s" % item for item in sorted(skipped.items())))

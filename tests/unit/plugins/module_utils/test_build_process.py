@@ -57,8 +57,9 @@ def test_the_build_runs_in_its_own_session_and_kill_ends_the_whole_group(tmp_pat
     assert build.pgid == os.getpgid(build.process.pid) != os.getpgid(0)
     time.sleep(0.3)
     build.kill()
-    assert wait_end(build) == -9
-    build.release()
+    assert wait_end(build) == 137  # the holder reports the build's SIGKILL ...
+    assert build.process.poll() is None, "the holder, the guard of what the build left, was killed with it"
+    assert build.release() == 137  # ... and ends with the rest once released
     log.close()
     assert not _group_survivors(build.pgid), "SIGKILL reached every process of the build's group"
 

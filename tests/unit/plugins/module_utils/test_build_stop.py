@@ -20,17 +20,21 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._build._build_p
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build._build_stop import stop_build
 from ansible_collections.gpufleet.preflight.plugins.modules.guarded_build import ARGUMENT_SPEC
 
-# an owner: writes its running status, and on SIGTERM marks it stopped (as GuardedBuild does) and exits
+# an owner: takes the build's lock in the registry and writes its running status (as GuardedBuild does), and on
+# SIGTERM marks it stopped and exits
 OWNER = r"""
 import json, os, signal, sys, time
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._build_state import BuildLock
 path, ignore = sys.argv[1], sys.argv[2] == "ignore"
 with open("/proc/self/stat") as handle:
     start = int(handle.read().rsplit(")", 1)[1].split()[19])
 status = {"state": "running", "run_id": "owner-run", "module_pid": os.getpid(), "module_start_time": start}
+lock = BuildLock(os.path.dirname(path)).acquire(status)
 def stop(signum, frame):
     if ignore:
         return
     status["state"] = "stopped"
+    lock.release()
     with open(path + ".tmp", "w") as handle:
         json.dump(status, handle)
     os.rename(path + ".tmp", path)
@@ -113,6 +117,38 @@ def test_a_reused_pid_is_never_signalled(tmp_path):
     finally:
         bystander.kill()
         bystander.wait()
+
+
+def test_a_status_naming_a_live_process_is_no_proof(tmp_path):
+    """Issue 28 item 1: a status planted in the build dir names a live process (pid and start time right) that
+    holds no lock of this build: it is never signalled, and the refusal says why."""
+    (tmp_path / "build").mkdir()
+    bystander = subprocess.Popen(["sleep", "30"])
+    try:
+        status = {"state": "running", "run_id": "planted", "module_pid": bystander.pid,
+                  "module_start_time": process_start_time(bystander.pid)}
+        (tmp_path / "build" / "gpufleet-build.status.json").write_text(json.dumps(status))
+        with pytest.raises(BuildError) as err:
+            stop_build(Located(str(tmp_path)), 5)
+        assert "refusing to signal module pid %d" % bystander.pid in str(err.value)
+        assert "no proof" in str(err.value) and "Nothing was signalled" in str(err.value)
+        time.sleep(0.2)
+        assert bystander.poll() is None, "a process a status file named was signalled"
+        with open(str(tmp_path / "build" / "gpufleet-build.status.json")) as handle:
+            assert json.load(handle)["state"] == "running", "the claim is reported, not rewritten"
+    finally:
+        bystander.kill()
+        bystander.wait()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown to another user needs root")
+def test_a_build_dir_of_another_user_is_refused(tmp_path):
+    (tmp_path / "build").mkdir()
+    os.chown(str(tmp_path / "build"), 65534, 65534)
+    with pytest.raises(BuildError) as err:
+        stop_build(Located(str(tmp_path)), 5)
+    assert "refusing build_dir" in str(err.value) and "owned by uid 65534" in str(err.value)
+    assert "nothing was stopped" in str(err.value)
 
 
 def test_nothing_running_is_ok(tmp_path):

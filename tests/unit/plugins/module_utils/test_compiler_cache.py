@@ -27,6 +27,7 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._build._compile
     server_socket,
     with_launcher,
 )
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._cache_safety import unsafe_cache_reason
 
 
 @pytest.mark.parametrize("text, version", [
@@ -300,3 +301,23 @@ def test_where_to_cache_given_means_auto():
 def test_bad_options_refused_whatever_the_cache(values, message):
     with pytest.raises(ValueError, match=message):
         prepared(values)
+
+
+ROOT_LEVELS = [("/var", 0, 0o40755), ("/", 0, 0o40755)]
+
+
+@pytest.mark.parametrize("cache, above, entries, words", [
+    (("/var/cache/cc", 0, 0o40755), ROOT_LEVELS, [], None),
+    (None, [("/tmp", 0, 0o41777), ("/", 0, 0o40755)], [], None),  # made by the cache under a sticky /tmp
+    (("/var/cache/cc", 1000, 0o40700), ROOT_LEVELS, [], "owned by uid 1000, not by the build's user (uid 0)"),
+    (("/var/cache/cc", 0, 0o40777), ROOT_LEVELS, [], "writable by everyone (mode 0777)"),
+    (("/var/cache/cc", 0, 0o41777), ROOT_LEVELS, [], "writable by everyone (mode 1777)"),  # sticky: no help here
+    (("/var/cache/cc", 0, 0o40770), ROOT_LEVELS, [], "writable by its group (mode 0770)"),
+    (("/srv/c", 0, 0o40755), [("/srv", 0, 0o40777), ("/", 0, 0o40755)], [], "/srv, above the cache, is writable by "
+     "everyone without the sticky bit"),
+    (("/home/u/c", 0, 0o40755), [("/home/u", 1000, 0o40755), ("/", 0, 0o40755)], [], "owned by uid 1000: that user"),
+    (("/var/cache/cc", 0, 0o40755), ROOT_LEVELS, [("/var/cache/cc/a", 65534)], "holds /var/cache/cc/a, owned by uid"),
+])
+def test_unsafe_cache_reason(cache, above, entries, words):
+    why = unsafe_cache_reason(cache, above, entries, 0)
+    assert (why is None) if words is None else (words in why), why
