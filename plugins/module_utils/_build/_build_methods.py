@@ -22,7 +22,8 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._build._confine
 
 # the one confinement registry: each method names itself (``name``), its poll interval (``poll_seconds``) and its
 # place in ``auto`` (``auto_rank``); the module's ``confinement`` choices are ``strategy_names()`` (a unit test
-# ties them). A new method is a class here and nowhere else.
+# ties them). A new method: its class (in _confinement.py or its own file), an entry here, and the module's
+# confinement choices and docs (tests/unit/.../test_build_methods.py fails naming what is missing).
 METHODS = (SystemdConfinement, CgroupfsConfinement, WatchdogConfinement, Confinement)
 SIGNAL_NAMES = {signal.SIGTERM: "SIGTERM", signal.SIGINT: "SIGINT", signal.SIGHUP: "SIGHUP"}
 
