@@ -55,8 +55,8 @@ def check_filesystems(facts, policy):
     if not mounts and not scratch:
         return None
     min_free = parse_size(_option(policy, "min_free_scratch"))
-    expected = "mounted read-write: %s; >= %s free: %s" % (", ".join(mounts) or "-", human(min_free),
-                                                            ", ".join(mounts + scratch))
+    expected = "mounted read-write: %s; >= %s free: %s" % (
+        ", ".join(mounts) or "-", human(min_free), ", ".join(mounts + scratch))
     disks = facts.get("disks")
     if not disks or "paths" not in disks:
         return unknown(name, expected, "disks facts were not gathered", PROFILE)

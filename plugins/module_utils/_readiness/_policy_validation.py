@@ -295,4 +295,3 @@ def custom_check_subsets(index, spec):
         raise ValueError("custom_checks[%d] (%s): the query %r reads %s, which node_facts does not gather; the facts are %s"
                          % (index, spec["name"], spec["query"], ", ".join(unknown_names), ", ".join(NODE_SUBSETS)))
     return sorted(names)
-

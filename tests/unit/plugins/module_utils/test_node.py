@@ -42,8 +42,7 @@ def test_clock_state(state, status, maxerror, synchronized):
 
 @pytest.mark.parametrize("case, topology, services, ports", [
     ("hgx_ndr", {"sockets": 2, "cores": 4, "threads": 8}, {"sshd": 1, "munged": 1, "nvidia-persistenced": 1, "slurmd": 1},
-     [("mlx5_0", "ACTIVE", "LinkUp", 400.0)] * 1 + [("mlx5_1", "ACTIVE", "LinkUp", 400.0), ("mlx5_2", "ACTIVE", "LinkUp", 400.0),
-                                                   ("mlx5_3", "ACTIVE", "LinkUp", 400.0)]),
+     [("mlx5_%d" % index, "ACTIVE", "LinkUp", 400.0) for index in range(4)]),
     ("hgx_degraded", {"sockets": 2, "cores": 4, "threads": 7}, {"sshd": 1, "munged": 1, "nvidia-persistenced": 0, "slurmd": 0},
      [("mlx5_0", "ACTIVE", "LinkUp", 400.0), ("mlx5_1", "DOWN", "Disabled", 10.0), ("mlx5_2", "ACTIVE", "LinkUp", 200.0),
       ("mlx5_3", "INIT", "LinkUp", 400.0)]),
@@ -67,4 +66,3 @@ def test_an_unreadable_tree_is_said_not_raised(tmp_path):
     facts = _node.collect_node(["sshd"], root=str(tmp_path), clock=lambda: (_node.clock_state(0, 0, 1), []))
     assert facts["services"]["sshd"]["running"] is None and facts["cpu_topology"] is None
     assert any("proc" in error for error in facts["errors"]) and any("system/cpu" in error for error in facts["errors"])
-
