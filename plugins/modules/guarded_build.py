@@ -182,8 +182,8 @@ options:
   compiler_cache_dir_policy:
     description:
       - What a cache directory (O(compiler_cache_dir), O(ccache_dir) or C(CCACHE_DIR)) owned by another user, writable
-        by its group or everyone, under a directory others may rename it in, or holding another user's entries does:
-        C(refuse) fails the build naming what to fix, C(warn) builds with it and warns. Whoever can write the cache
+        by its group or everyone, under a directory others may rename it in, or holding another user's entries - C(refuse)
+        fails the build naming what to fix, C(warn) builds with it and warns. Whoever can write the cache
         can replace any object it hands to the build (code in every wheel).
     type: str
     choices: [refuse, warn]

@@ -49,9 +49,9 @@ def stop_build(build, timeout, check_mode=False, poll=0.1):
             "refusing to signal module pid %s: the status %s says run %s is %r and that pid runs, but the lock "
             "registry (%s) shows no live holder of %s - a status file is no proof of ownership (its directory's "
             "owner and the build's own commands can write it). Nothing was signalled; if that process is a build "
-            "of this directory, stop it where it runs" % (status.get("module_pid"), build.status_path,
-                                                           status.get("run_id"), status.get("state"),
-                                                           state.registry_directory(), build.build_dir), result)
+            "of this directory, stop it where it runs" % (
+                status.get("module_pid"), build.status_path, status.get("run_id"), status.get("state"),
+                state.registry_directory(), build.build_dir), result)
     if owner is not None:
         pid, run_id = owner["module_pid"], owner.get("run_id")
         what = "run %s (module pid %s) building in %s" % (run_id, pid, build.build_dir)
