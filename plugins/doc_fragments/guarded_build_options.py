@@ -136,9 +136,9 @@ options:
         uses) before every CUDA, C++ and C compile, through C(CMAKE_<LANG>_COMPILER_LAUNCHER) in the environment and
         in C(CMAKE_ARGS); a compiler cache's launcher runs after it. Run the build wide (a large O(jobs)) - the
         launcher starts the longest learned compile that fits the build cgroup's memory, within the CPUs.
-      - The launcher's settings (see the P(gpufleet.preflight.admission_config#filter) filter), e.g.
-        C({default_bytes: 5GiB, seed_peaks: [/shared/peaks.json]}); an empty dict takes its defaults. Unknown keys and
-        decimal sizes (V(64GB)) are refused naming them. C(state_dir) defaults to C(<build_dir>/gpufleet-admission),
+      - The launcher's settings (see the P(gpufleet.preflight.admission_config#filter) filter), for example
+        C(default_bytes) (a source never seen) and C(seed_peaks) (other nodes' peaks files); an empty dict takes its
+        defaults. Unknown keys and decimal sizes (V(64GB)) are refused naming them. C(state_dir) defaults to C(<build_dir>/gpufleet-admission),
         C(peaks_path) to C(~/.cache/gpufleet/admission/peaks.json), C(root) to O(chdir).
       - Omitted - no admission.
     type: dict

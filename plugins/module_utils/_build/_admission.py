@@ -362,7 +362,10 @@ def run_admitted(config, key, argv, stop):
     room = policy.budget(config, cgroup_limit(), mem_available())
     mine = {"state": "waiting", "bytes": need, "source": key, "since": time.time(), "seconds": policy.expected_seconds(peaks, key),
             "threads": policy.threads_of(argv[1:], cpus), "learned": learned, "budget": room, "cpus": cpus, "pid": os.getpid()}
-    stopped = lambda: stop["signal"]   # noqa: E731
+
+    def stopped():
+        return stop["signal"]
+
     rc, seconds, seen = None, 0.0, []
     try:
         held = wait_for_room(config, dict((k, v) for k, v in mine.items() if k != "pid"), mine["pid"],

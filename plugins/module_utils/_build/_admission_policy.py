@@ -249,7 +249,6 @@ def too_big(peaks, budget_bytes, tree=None):
                   if key.startswith(prefix) and entry["peak_bytes"] > budget_bytes)
 
 
-
 def budget(config, limit=None, available=None):
     """The bytes compiles may reserve together: the configured budget and the cgroup limit (the smaller), less the
     reserve; without either, what is available now."""
