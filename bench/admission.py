@@ -121,8 +121,8 @@ def duration_bench():
     print(json.dumps({"cap_mib": cap, "cpus": cpus, "lower_bound_s": round(bound, 1), "rows": rows}, indent=1))
     print("\n| mode | makespan | x bound | OOM kills | attempts |\n| --- | ---: | ---: | ---: | ---: |")
     for r in rows:
-        print("| %s | %.1f s | %.2f | %s | %s |" % (
-            r["mode"], r["makespan_s"], r["makespan_s"] / bound, r["oom_kills"][0], r["attempts"][0]))
+        cells = (r["mode"], r["makespan_s"], r["makespan_s"] / bound, r["oom_kills"][0], r["attempts"][0])
+        print("| %s | %.1f s | %.2f | %s | %s |" % cells)
 
 
 if __name__ == "__main__":

@@ -137,8 +137,8 @@ options:
         in C(CMAKE_ARGS); a compiler cache's launcher runs after it. Run the build wide (a large O(jobs)) - the
         launcher starts the longest learned compile that fits the build cgroup's memory, within the CPUs.
       - The launcher's settings (see the P(gpufleet.preflight.admission_config#filter) filter), for example
-        C(default_bytes) V(5GiB) and C(seed_peaks) V([/shared/peaks.json]); an empty dict takes its defaults. Unknown keys and
-        decimal sizes (V(64GB)) are refused naming them. C(state_dir) defaults to C(<build_dir>/gpufleet-admission),
+        C(default_bytes) (a source never seen) and C(seed_peaks) (other nodes' peaks files); an empty dict takes its
+        defaults. Unknown keys and decimal sizes (V(64GB)) are refused naming them. C(state_dir) defaults to C(<build_dir>/gpufleet-admission),
         C(peaks_path) to C(~/.cache/gpufleet/admission/peaks.json), C(root) to O(chdir).
       - Omitted - no admission.
     type: dict
