@@ -29,8 +29,8 @@ options:
     default: []
   dcgm_diag_timeout:
     description:
-      - Seconds C(dcgmi diag -r 1) may take (with O(check_dcgm_diag)); it runs after the other probes, so a node answers
-        within O(gpu_timeout) + O(gpu_probe_budget) + this (45 s with the defaults).
+      - Seconds C(dcgmi diag -r 1) may take (with the readiness option C(check_dcgm_diag)); it runs after the other
+        probes, so a node answers within O(gpu_timeout) + O(gpu_probe_budget) + this (45 s with the defaults).
     type: float
     default: 20
   gpu_probe_timeout:

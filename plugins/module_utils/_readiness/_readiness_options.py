@@ -160,7 +160,7 @@ OPTIONS = (
     ]),
     dict(name="dcgm_diag_timeout", check=dict(above=0, max=50, unit="seconds", why="Slurm kills a HealthCheckProgram at 60 s"),
          type="float", default=20, roles=CHECK, node=True, description=[
-        "Seconds C(dcgmi diag -r 1) may take (with O(check_dcgm_diag)); it runs after the other probes, so a node "
+        "Seconds C(dcgmi diag -r 1) may take (with the readiness option C(check_dcgm_diag)); it runs after the other probes, so a node "
         "answers within O(gpu_timeout) + O(gpu_probe_budget) + this (45 s with the defaults).",
     ]),
     dict(name="gpu_probe_timeout", check=dict(above=0, max=MAX_GPU_TIMEOUT, unit="seconds", why="a hung driver needs a deadline"),
