@@ -141,7 +141,9 @@ def normal_bus_id(bus_id):
         return None
     domain, _sep, rest = bus_id.strip().upper().rpartition(":")
     head, _colon, bus = domain.rpartition(":")
-    return "%08X:%s:%s" % (int(head or "0", 16), bus, rest) if bus else bus_id.strip().upper()
+    if not bus or not re.match(r"\A[0-9A-F]*\Z", head):
+        return bus_id.strip().upper()  # not a bus id a driver prints: compared as it is, never a traceback
+    return "%08X:%s:%s" % (int(head or "0", 16), bus, rest)
 
 
 _RESULTS = ("pass", "fail", "warn", "skip")
