@@ -173,3 +173,97 @@ def test_infiniband_tree_with_odd_files_is_read(tmp_path):
     assert len(errors) == 1 and "plainfile" in errors[0]
     assert [p["port"] for p in facts["ports"]] == [1, 2]
     assert facts["ports"][0]["rate"] is None and facts["ports"][1]["state"] is None
+
+
+# -- the textfile metrics writer -------------------------------------------------------------------------------------
+from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _metrics  # noqa: E402
+
+
+def test_metrics_are_written_in_utf8_under_an_ascii_locale(tmp_path):
+    """cron starts the health check with no LANG; where Python does not coerce the C locale (3.6, or
+    PYTHONCOERCECLOCALE=0), a check name outside ASCII made the write fail ('ascii' codec) and the node's metrics
+    were never written. node_exporter reads UTF-8 whatever the locale."""
+    import subprocess
+    import sys
+    script = ("import sys; from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _metrics as m\n"
+              "m.write_atomic(sys.argv[1], m.render({'ready': True, 'checks': [{'name': 'gpu_pr\\u00fcfung', "
+              "'status': 'ok'}]}), 'x.prom')\n")
+    env = dict(os.environ, LC_ALL="C", LANG="C", PYTHONCOERCECLOCALE="0", PYTHONUTF8="0")
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], env=env, capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr.decode()[-400:]
+    assert 'check="gpu_pr\u00fcfung"'.encode("utf-8") in (tmp_path / "x.prom").read_bytes()
+
+
+def test_a_check_name_with_a_lone_surrogate_is_written(tmp_path):
+    """A name decoded with surrogateescape (a non-UTF-8 path or service name) cannot be encoded as UTF-8 at all."""
+    text = _metrics.render({"ready": False, "checks": [{"name": "svc_\udcff", "status": "failed"}]})
+    _metrics.write_atomic(str(tmp_path), text, "y.prom")
+    assert b'check="svc_' in (tmp_path / "y.prom").read_bytes()
+    assert [p.name for p in tmp_path.iterdir()] == ["y.prom"]
+
+
+# -- the reports' bounding ---------------------------------------------------------------------------------------------
+from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _report  # noqa: E402
+
+
+def _huge_observed_result(size):
+    names = ["A" * size]          # a GPU name of `size` characters: what a broken or hostile nvidia-smi prints
+    check = {"name": "gpu_model", "ok": False, "status": "failed", "observed": names, "expected": ["H100"],
+             "message": "GPU model is not H100", "profile": "always"}
+    return {"ready": False, "checks": [check], "ansible_facts": {}}
+
+
+def test_a_check_observed_value_of_5_mb_is_bounded_in_every_report():
+    """MESSAGE_KEPT bounded a check's message, but its ``observed`` (node-made: GPU names, kernel lines) went whole
+    into the JSON report and twice (repr) into the JUnit one, for every host."""
+    report = _report.build_report({"n%d" % i: _huge_observed_result(5 * 1024 ** 2) for i in range(3)})
+    for render in (_report.render_json, _report.render_junit, _report.render_markdown):
+        assert len(render(report)) < 200 * 1024, render.__name__
+    kept = report["hosts"]["n0"]["checks"][0]["observed"]
+    assert isinstance(kept, str) and "cut" in kept
+
+
+def test_a_small_observed_value_keeps_its_type():
+    report = _report.build_report({"n0": _huge_observed_result(10)})
+    assert report["hosts"]["n0"]["checks"][0]["observed"] == ["A" * 10]
+
+
+def test_a_probe_printing_50_mb_is_parsed_only_in_part(monkeypatch):
+    """Parsing 50 MB of ``-q`` took 8.2 s here, after the probe's timeout and outside its budget."""
+    big = "GPU 00000000:18:00.0\n" + "    Fabric\n        State : Completed\n" * (50 * 1024 ** 2 // 40)
+    seen = []
+    monkeypatch.setattr(_gpu_probes, "parse_query", lambda text: seen.append(len(text)) or {})
+    entry = _gpu_probes._one(lambda argv, timeout: (0, big, ""), "nvidia-smi", "query", 5)
+    assert entry["state"] == "ok" and seen and seen[0] <= 8 * 1024 ** 2 and "only the first" in entry["message"]
+
+
+def test_probe_output_of_binary_garbage_or_another_locale_gives_no_gpus():
+    """Held: 5 MB of random bytes (decoded with replacement) and a German -q parse to nothing, no traceback."""
+    import random
+    rng = random.Random(1)
+    garbage = bytes(rng.getrandbits(8) for _ in range(512 * 1024)).decode("utf-8", "replace")
+    for text in (garbage, "GPU 0: X (UUID: GPU-aa)\n  Verbindung 0: 26 GB/s\n"):
+        for name in ("nvlink_status", "nvlink_errors", "query"):
+            entry = _gpu_probes._one(lambda argv, timeout: (0, text, ""), "nvidia-smi", name, 5)
+            assert entry["state"] == "ok"
+    assert _gpu_probes.parse_dcgm_diag(garbage) == []
+
+
+def test_seed_peaks_that_are_a_fifo_a_symlink_or_hold_bad_numbers_are_dropped(tmp_path):
+    """Held: a FIFO (never blocks), a symlink (never followed), negative, zero, NaN, strings, a list; keys of
+    another tree never count for this one."""
+    import time
+    fifo, link, target = tmp_path / "fifo.json", tmp_path / "link.json", tmp_path / "target.json"
+    os.mkfifo(str(fifo))
+    target.write_text('{"t:x.cu": {"peak_bytes": 4096}}')
+    os.symlink(str(target), str(link))
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"t:a.cu": {"peak_bytes": -1e12}, "t:b.cu": {"peak_bytes": 0}, "t:c.cu": {"peak_bytes": NaN}, '
+                   '"t:d.cu": {"peak_bytes": "4GiB"}, "t:e.cu": [1], "other:f.cu": {"peak_bytes": 1e15}}')
+    config = admission.load_config(str(_write(tmp_path / "admit.json", {
+        "seed_peaks": [str(fifo), str(link), str(bad)], "tree": "t"})))
+    started = time.monotonic()
+    peaks = admission.node_peaks(config)
+    assert time.monotonic() - started < 5
+    assert sorted(peaks) == ["other:f.cu"]
+    assert policy.too_big(peaks, 1024 ** 3, "t") == []
