@@ -173,9 +173,11 @@ def bounded(text, kept=MESSAGE_KEPT):
 
 
 def _bounded_check(check):
-    if isinstance(check, dict) and isinstance(check.get("message"), str) and len(check["message"]) > MESSAGE_KEPT:
-        return dict(check, message=bounded(check["message"]))
-    return check
+    """Its message, ``observed`` and ``expected`` (node-made: GPU names, kernel lines) cut to ``MESSAGE_KEPT``."""
+    changes = dict((key, bounded(value if isinstance(value, str) else repr(value))) for key, value in (
+        check.items() if isinstance(check, dict) else ()) if key in ("message", "observed", "expected")
+        and isinstance(value, (str, list, tuple, dict)) and len(value) and len(repr(value)) > MESSAGE_KEPT)
+    return dict(check, **changes) if changes else check
 
 
 def _process(proc):

@@ -99,10 +99,16 @@ def open_regular(path, flags):
     return fd
 
 
+MAX_JSON_BYTES = 64 * 1024 ** 2   # a peaks file of every source of a large tree is well under 1 MiB
+
+
 def load_json(path):
-    """The JSON object in ``path``; {} when missing, unreadable, not a regular file or not an object."""
+    """The JSON object in ``path``; {} when missing, unreadable, not a regular file, not an object, or larger than
+    ``MAX_JSON_BYTES`` (a sparse 100 GiB seed file is never read into memory)."""
     try:
         with os.fdopen(open_regular(path, os.O_RDONLY)) as handle:
+            if os.fstat(handle.fileno()).st_size > MAX_JSON_BYTES:
+                return {}
             data = json.load(handle)
         return data if isinstance(data, dict) else {}
     except (IOError, OSError, ValueError):

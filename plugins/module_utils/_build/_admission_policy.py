@@ -84,11 +84,17 @@ def threads_of(argv, cpus=1):
     return 1
 
 
+NUMBER_CEILING = 2 ** 63   # no size, pid, time or count this file reads comes near it; above it, margin x peak overflows
+
+
 def number(value, low=0):
-    """``value`` when it is a finite real number >= ``low`` (not a bool, not a string), else None."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or math.isinf(value):
+    """``value`` when it is a finite real number >= ``low`` and below ``NUMBER_CEILING`` (not a bool, not a string),
+    else None: a 400-digit integer in a planted peaks file or ledger (valid JSON) is dropped, never an OverflowError."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return value if value >= low else None
+    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+        return None
+    return value if low <= value < NUMBER_CEILING else None
 
 
 def valid_peak(entry):

@@ -24,6 +24,8 @@ PROBES = (
     ("query", ("-q",)),
 )
 PROBE_ARGS = dict(PROBES)
+# Characters of a probe's output parsed: -q of 8 H100s is under 200 KB; a stub printing 50 MB is cut here.
+PARSED_KEPT = 8 * 1024 ** 2
 
 _GPU_HEADER_RE = re.compile(r"^GPU\s+(\d+):\s*(.*?)\s*\(UUID:\s*(GPU-[0-9A-Fa-f-]+)\)\s*$")
 _LINK_RE = re.compile(r"^\s*Link\s+(\d+):\s*(.*?)\s*$")
@@ -141,7 +143,9 @@ def normal_bus_id(bus_id):
         return None
     domain, _sep, rest = bus_id.strip().upper().rpartition(":")
     head, _colon, bus = domain.rpartition(":")
-    return "%08X:%s:%s" % (int(head or "0", 16), bus, rest) if bus else bus_id.strip().upper()
+    if not bus or not re.match(r"\A[0-9A-F]*\Z", head):
+        return bus_id.strip().upper()  # not a bus id a driver prints: compared as it is, never a traceback
+    return "%08X:%s:%s" % (int(head or "0", 16), bus, rest)
 
 
 _RESULTS = ("pass", "fail", "warn", "skip")
@@ -191,6 +195,9 @@ def _one(run, smi, name, timeout):
         first = next((line.strip() for line in (err or out or "").splitlines() if line.strip()), "")
         entry.update(state="error", message="%s exited %s%s" % (probe_command(name), rc, ": " + first if first else ""))
         return entry
+    if len(out or "") > PARSED_KEPT:   # parsing 50 MB of -q took 8 s, after the timeout and past the budget
+        entry["message"] = "%s printed %d characters: only the first %d were read" % (probe_command(name), len(out), PARSED_KEPT)
+        out = out[:PARSED_KEPT]
     if name == "nvlink_status":
         entry["gpus"] = parse_nvlink_status(out)
     elif name == "nvlink_errors":

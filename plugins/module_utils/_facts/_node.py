@@ -26,6 +26,8 @@ STA_UNSYNC = 0x0040
 # /sys/class/infiniband/<dev>/ports/<n>/state and phys_state read "4: ACTIVE", "5: LinkUp"
 _NUMBERED = re.compile(r"^\s*(\d+)\s*:\s*(\S.*?)\s*$")
 _RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*Gb/sec")
+# a port directory's name as a number: '\u00b2'.isdigit() is True, but int() refuses it
+_ASCII_NUMBER = re.compile(r"[0-9]+\Z")
 
 
 def parse_numbered(text):
@@ -126,13 +128,13 @@ def collect_infiniband(root="/"):
     for device in sorted(os.listdir(top)):
         ports_dir = os.path.join(top, device, "ports")
         try:
-            numbers = sorted(os.listdir(ports_dir), key=lambda text: int(text) if text.isdigit() else 0)
+            numbers = sorted(os.listdir(ports_dir), key=lambda text: int(text) if _ASCII_NUMBER.match(text) else 0)
         except OSError as exc:
             errors.append("%s: %s" % (ports_dir, exc.strerror or exc))
             continue
         for number in numbers:
             port = os.path.join(ports_dir, number)
-            entry = {"device": device, "port": int(number) if number.isdigit() else number}
+            entry = {"device": device, "port": int(number) if _ASCII_NUMBER.match(number) else number}
             for field in ("state", "phys_state", "rate", "link_layer"):
                 try:
                     entry[field] = _read(os.path.join(port, field))

@@ -270,5 +270,5 @@ def _holder(fd):
     try:
         data = json.loads(os.pread(fd, 4096, 0).decode("utf-8", "replace"))
         return "pid %d, started %.0f s ago" % (int(data["pid"]), time.time() - float(data["started"]))
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, OverflowError):   # {"pid": 1e999}: int(inf) overflows
         return "pid unknown"

@@ -13,6 +13,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import io
 import math
 import os
 import re
@@ -168,7 +169,8 @@ def write_atomic(directory, text, name):
     except OSError as exc:
         raise ValueError("metrics directory %s: cannot create a file in it: %s" % (directory, exc.strerror or exc))
     try:
-        with os.fdopen(fd, "w") as handle:
+        # UTF-8 whatever the locale (cron's C locale was ASCII): node_exporter reads UTF-8; a lone surrogate -> '?'
+        with io.open(fd, "w", encoding="utf-8", errors="replace") as handle:
             handle.write(text)
             os.fchmod(handle.fileno(), 0o644)
         os.rename(tmp, path)
