@@ -15,7 +15,8 @@ __metaclass__ = type
 
 import re
 import time
-from concurrent.futures import ThreadPoolExecutor
+
+from ansible_collections.gpufleet.preflight.plugins.module_utils._run import side_by_side
 
 # probe name -> nvidia-smi arguments. Names are what the facts, checks and messages call them.
 PROBES = (
@@ -240,6 +241,4 @@ def run_probes(run, smi, names, timeout, budget):
     if not names:
         return {}
     each = min(float(timeout), float(budget))
-    with ThreadPoolExecutor(max_workers=len(names)) as pool:
-        futures = [(name, pool.submit(_one, run, smi, name, each)) for name in names]
-        return dict((name, future.result()) for name, future in futures)
+    return side_by_side(dict((name, lambda name=name: _one(run, smi, name, each)) for name in names))

@@ -13,11 +13,10 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import re
-from concurrent.futures import ThreadPoolExecutor
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._human import human
 from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _gpu_probes
-from ansible_collections.gpufleet.preflight.plugins.module_utils._run import did_not_exit, find_executable, run_with_timeout, search_path
+from ansible_collections.gpufleet.preflight.plugins.module_utils._run import did_not_exit, find_executable, run_with_timeout, search_path, side_by_side
 
 # (nvidia-smi field, key in a device). Order is the column order of the query.
 QUERY_FIELDS = (
@@ -365,15 +364,16 @@ def collect_gpus(run=run_with_timeout, timeout=10, search_paths=None, probes=(),
 
     # Each nvidia-smi call initialises NVML for every GPU (tenths of a second on an 8-GPU node): once the
     # device query has answered, ask for the compute apps and the CUDA version side by side.
-    with ThreadPoolExecutor(max_workers=3) as pool:
-        apps_call = pool.submit(run, [smi, "--query-compute-apps=" + ",".join(COMPUTE_APPS_FIELDS),
-                                      "--format=csv,noheader,nounits"], timeout)
-        cuda_call = pool.submit(cuda_version, run, smi, timeout)
-        probe_call = pool.submit(_gpu_probes.run_probes, run, smi, probes, probe_timeout, probe_budget) if probes else None
-        app_rc, app_out, app_err = apps_call.result()
-        facts["cuda_version"] = cuda_call.result()
-        if probe_call is not None:
-            attach_probes(facts, probe_call.result())
+    calls = {"apps": lambda: run([smi, "--query-compute-apps=" + ",".join(COMPUTE_APPS_FIELDS),
+                                  "--format=csv,noheader,nounits"], timeout),
+             "cuda": lambda: cuda_version(run, smi, timeout)}
+    if probes:
+        calls["probes"] = lambda: _gpu_probes.run_probes(run, smi, probes, probe_timeout, probe_budget)
+    answers = side_by_side(calls)
+    app_rc, app_out, app_err = answers["apps"]
+    facts["cuda_version"] = answers["cuda"]
+    if probes:
+        attach_probes(facts, answers["probes"])
     if app_rc == 0:
         apps = parse_compute_apps(app_out)
         for dev in devices:

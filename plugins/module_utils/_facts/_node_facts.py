@@ -9,11 +9,11 @@ __metaclass__ = type
 
 import os
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._process_match import NameMatcher, compile_patterns
 from ansible_collections.gpufleet.preflight.plugins.module_utils._facts._subsets import resolve_subsets
 from ansible_collections.gpufleet.preflight.plugins.module_utils._values import absolute_paths, program, seconds
+from ansible_collections.gpufleet.preflight.plugins.module_utils._run import side_by_side
 from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _memory
 from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _processes
 from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _cpus
@@ -94,6 +94,5 @@ def gather(options, run):
         return dict(("gpufleet_" + name, collectors[name]()) for name in names)
     # The subsets are independent and several wait on programs (nvidia-smi, nvcc, cmake, dmesg): gathered
     # side by side, a node answers in about its slowest subset rather than their sum.
-    with ThreadPoolExecutor(max_workers=len(names)) as pool:
-        futures = [(name, pool.submit(collectors[name])) for name in names]
-        return dict(("gpufleet_" + name, future.result()) for name, future in futures)
+    found = side_by_side(dict((name, collectors[name]) for name in names))
+    return dict(("gpufleet_" + name, found[name]) for name in names)

@@ -15,13 +15,12 @@ __metaclass__ = type
 import glob
 import json
 import os
-from concurrent.futures import ThreadPoolExecutor
 import re
 import sys
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._facts._cuda_libraries import collect_cuda_libraries, cuda_versions_match
 from ansible_collections.gpufleet.preflight.plugins.module_utils._paths import SYSTEM_LIB_DIRS
-from ansible_collections.gpufleet.preflight.plugins.module_utils._run import find_executable, run_with_timeout, search_path
+from ansible_collections.gpufleet.preflight.plugins.module_utils._run import find_executable, run_with_timeout, search_path, side_by_side
 # The comparisons live in _versions (pure): the readiness checks use them without importing this collector.
 from ansible_collections.gpufleet.preflight.plugins.module_utils._versions import VERSION_RE, version_tuple
 
@@ -309,9 +308,7 @@ def collect_toolchain(run=run_with_timeout, python=None, timeout=30, search_path
     }
     # The ten version commands are independent subprocesses: run them side by side, so the subset
     # costs about its slowest command (nvcc) rather than the sum.
-    with ThreadPoolExecutor(max_workers=len(probes)) as pool:
-        futures = dict((name, pool.submit(probe)) for name, probe in probes.items())
-        found = dict((name, future.result()) for name, future in futures.items())
+    found = side_by_side(probes)
     python_entry, torch, skbuild = found.pop("python")
     found.update(python=python_entry, torch=torch, scikit_build_core=skbuild, numa=collect_numa(root))
     found["cuda_libraries"] = collect_cuda_libraries(found["nvcc"].get("path"), python_entry.get("executable") or python_entry.get("path"), root)

@@ -105,3 +105,31 @@ def test_find_executable_absolute_and_environ(tmp_path):
     assert find_executable(str(tmp_path / "bin" / "none")) is None
     assert find_executable("tool", environ={"PATH": str(tmp_path / "bin")}) == tool
     assert search_path(["/a", "/b"], environ={"PATH": "/b::/c"}) == ["/b", "/c", "/a"]
+
+
+def test_side_by_side_runs_every_call_at_once_and_keeps_the_order():
+    import threading
+    from ansible_collections.gpufleet.preflight.plugins.module_utils._run import side_by_side
+    barrier = threading.Barrier(3, timeout=5)   # passes only when all three run at the same time
+
+    def call(value):
+        barrier.wait()
+        return value
+    assert list(side_by_side({"b": lambda: call(2), "a": lambda: call(1), "c": lambda: call(3)}).items()) == [
+        ("b", 2), ("a", 1), ("c", 3)]
+
+
+def test_side_by_side_raises_the_first_error_after_every_call_ended():
+    import time
+    from ansible_collections.gpufleet.preflight.plugins.module_utils._run import side_by_side
+    ended = []
+
+    def slow():
+        time.sleep(0.2)
+        ended.append("slow")
+
+    def broken():
+        raise ValueError("gpu_probes: unknown")
+    with pytest.raises(ValueError, match="gpu_probes: unknown"):
+        side_by_side({"slow": slow, "broken": broken})
+    assert ended == ["slow"]
