@@ -403,7 +403,10 @@ def describe_oom_kill(kill, domain):
         return text + (": the victim is outside this node's memory domain (%s) - another workload on this machine "
                        "ran it out of memory; free memory there, or give this node a memory limit of its own, before "
                        "resuming" % domain)
-    return text + ": lower MAX_JOBS and nvcc threads (sgl_kernel_jobs, SGL_KERNEL_COMPILE_THREADS) before resuming"
+    # a kill in this node's own domain: whatever build runs here (not necessarily sgl-kernel) ran it out of memory
+    return text + (": lower MAX_JOBS and nvcc threads of the build that runs here (-j, or sgl_kernel_jobs and "
+                   "SGL_KERNEL_COMPILE_THREADS for the sgl_kernel role; guarded_build's admission option schedules "
+                   "by memory) before resuming")
 
 
 def check_recent_oom(facts, policy):
