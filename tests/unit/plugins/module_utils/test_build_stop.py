@@ -66,7 +66,9 @@ class Located(object):
 def owner(tmp_path, ignore=False):
     (tmp_path / "build").mkdir(exist_ok=True)
     path = str(tmp_path / "build" / "gpufleet-build.status.json")
-    proc = subprocess.Popen([sys.executable, "-c", OWNER, path, "ignore" if ignore else "obey"])
+    # the child imports the collection: give it this interpreter's path (ansible-test units does not export one)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(entry for entry in sys.path if entry))
+    proc = subprocess.Popen([sys.executable, "-c", OWNER, path, "ignore" if ignore else "obey"], env=env)
     deadline = time.time() + 20
     while not os.path.exists(path):
         assert time.time() < deadline

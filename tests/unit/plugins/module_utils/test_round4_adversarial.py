@@ -188,7 +188,8 @@ def test_metrics_are_written_in_utf8_under_an_ascii_locale(tmp_path):
     script = ("import sys; from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _metrics as m\n"
               "m.write_atomic(sys.argv[1], m.render({'ready': True, 'checks': [{'name': 'gpu_pr\\u00fcfung', "
               "'status': 'ok'}]}), 'x.prom')\n")
-    env = dict(os.environ, LC_ALL="C", LANG="C", PYTHONCOERCECLOCALE="0", PYTHONUTF8="0")
+    env = dict(os.environ, LC_ALL="C", LANG="C", PYTHONCOERCECLOCALE="0", PYTHONUTF8="0",
+               PYTHONPATH=os.pathsep.join(entry for entry in sys.path if entry))  # ansible-test units exports none
     done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], env=env, capture_output=True, timeout=60)
     assert done.returncode == 0, done.stderr.decode()[-400:]
     assert 'check="gpu_pr\u00fcfung"'.encode("utf-8") in (tmp_path / "x.prom").read_bytes()
