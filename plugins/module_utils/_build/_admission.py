@@ -152,6 +152,16 @@ def pid_alive(pid):
     return True
 
 
+def pid_start(pid, proc="/proc"):
+    """The start time of ``pid`` (clock ticks after boot, /proc/<pid>/stat field 22), or None: with the pid, what
+    names one process (a pid reused after its launcher was SIGKILLed is another one)."""
+    try:
+        with open(os.path.join(proc, str(pid), "stat"), "rb") as handle:
+            return int(handle.read().rsplit(b")", 1)[1].split()[19])
+    except (IOError, OSError, IndexError, ValueError):
+        return None
+
+
 def proc_table(proc="/proc"):
     """``{pid: (ppid, name, start)}`` of every process readable now (one that ends meanwhile is left out)."""
     table = {}
@@ -273,7 +283,7 @@ def wait_for_room(config, mine, pid, log, stopped=lambda: None):
         now = time.time()
         if seen is None or _inode(ledger_path) != seen or now - decided >= 4 * poll or now - mine["since"] < settle + poll:
             with Locked(lock_path):
-                ledger = policy.reclaim(load_json(ledger_path), pid_alive)
+                ledger = policy.reclaim(load_json(ledger_path), pid_alive, pid_start)
                 ledger.setdefault(str(pid), dict(mine))
                 schedule(config, ledger, mine["budget"], mine["cpus"])
                 save_json(ledger_path, ledger)
@@ -292,7 +302,7 @@ def update(config, pid, change, room=None, cpus=None):
     ``room``, decide again (a reservation that went down frees room at once)."""
     ledger_path, lock_path = _files(config)[:2]
     with Locked(lock_path):
-        ledger = policy.reclaim(load_json(ledger_path), pid_alive)
+        ledger = policy.reclaim(load_json(ledger_path), pid_alive, pid_start)
         entry = ledger.get(str(pid))
         if entry and entry["state"] == "running" and change(entry):
             if room is not None:
@@ -303,7 +313,7 @@ def update(config, pid, change, room=None, cpus=None):
 def leave(config, pid, room, cpus, **event):
     ledger_path, lock_path = _files(config)[:2]
     with Locked(lock_path):
-        ledger = policy.reclaim(load_json(ledger_path), pid_alive)
+        ledger = policy.reclaim(load_json(ledger_path), pid_alive, pid_start)
         if ledger.pop(str(pid), None) and event:
             log_event(config, event="end", pid=pid, **event)
         schedule(config, ledger, room, cpus)
@@ -367,7 +377,8 @@ def run_admitted(config, key, argv, stop):
     cpus = int(config.get("cpus") or cpu_count())
     room = policy.budget(config, cgroup_limit(), mem_available())
     mine = {"state": "waiting", "bytes": need, "source": key, "since": time.time(), "seconds": policy.expected_seconds(peaks, key),
-            "threads": policy.threads_of(argv[1:], cpus), "learned": learned, "budget": room, "cpus": cpus, "pid": os.getpid()}
+            "threads": policy.threads_of(argv[1:], cpus), "learned": learned, "budget": room, "cpus": cpus, "pid": os.getpid(),
+            "pid_start": pid_start(os.getpid())}
     stopped = lambda: stop["signal"]   # noqa: E731
     rc, seconds, seen = None, 0.0, []
     try:
@@ -378,7 +389,7 @@ def run_admitted(config, key, argv, stop):
         start = time.time()
         child = subprocess.Popen(argv, preexec_fn=die_with_parent)
         stop["child"] = child
-        update(config, mine["pid"], lambda entry: entry.update(child=child.pid) or True)
+        update(config, mine["pid"], lambda entry: entry.update(child=child.pid, child_start=pid_start(child.pid)) or True)
         rc, seen = wait_holding(config, mine, held, child, policy.phases_of(policy.known(peaks, key)), stopped)
         seconds = time.time() - start
     except Stopped:

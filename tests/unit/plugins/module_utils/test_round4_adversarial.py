@@ -267,3 +267,18 @@ def test_seed_peaks_that_are_a_fifo_a_symlink_or_hold_bad_numbers_are_dropped(tm
     assert time.monotonic() - started < 5
     assert sorted(peaks) == ["other:f.cu"]
     assert policy.too_big(peaks, 1024 ** 3, "t") == []
+
+
+def test_a_ledger_entry_whose_pid_now_names_another_process_is_reclaimed():
+    """A launcher SIGKILLed (its compiler with it) whose pid is reused: the live pid held its reservation forever
+    (pid 1 with 1 TB, 30 days old, kept every compile of the node waiting). The entry's start time names the
+    process; a pid that started at another time is another process."""
+    import time
+    me = os.getpid()
+    mine = admission.pid_start(me)
+    assert mine is not None
+    entry = {"state": "running", "bytes": 10 ** 12, "since": time.time() - 86400 * 30}
+    ledger = {str(me): dict(entry, pid_start=mine - 1), "1": dict(entry, pid_start=admission.pid_start(1) + 7)}
+    assert policy.reclaim(ledger, admission.pid_alive, admission.pid_start) == {}
+    ledger = {str(me): dict(entry, pid_start=mine)}
+    assert list(policy.reclaim(ledger, admission.pid_alive, admission.pid_start)) == [str(me)]
