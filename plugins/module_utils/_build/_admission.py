@@ -102,6 +102,21 @@ def open_regular(path, flags):
 MAX_JSON_BYTES = 64 * 1024 ** 2   # a peaks file of every source of a large tree is well under 1 MiB
 
 
+def open_to_others(folder):
+    """Why another user could plant ledger entries in ``folder`` (world-writable, or owned by someone else than this
+    user or root), else None."""
+    try:
+        found = os.stat(folder)
+    except OSError:
+        return None   # not there: its use says why
+    if found.st_uid not in (os.geteuid(), 0):
+        return "owned by uid %d, not by this user (uid %d) or root" % (found.st_uid, os.geteuid())
+    if found.st_mode & stat.S_IWOTH:
+        return "writable by every user (mode %04o): a planted ledger entry would hold the node's budget" % (
+            stat.S_IMODE(found.st_mode))
+    return None
+
+
 def load_json(path):
     """The JSON object in ``path``; {} when missing, unreadable, not a regular file, not an object, or larger than
     ``MAX_JSON_BYTES`` (a sparse 100 GiB seed file is never read into memory)."""
@@ -441,6 +456,10 @@ def main(argv=None):
             os.makedirs(folder)
         except OSError:
             pass
+        problem = open_to_others(folder)
+        if problem:
+            sys.stderr.write("gpufleet-admit: refusing the admission state %s: %s\n" % (folder, problem))
+            return 2
     stop = {"signal": None, "child": None}
 
     def forward(signum, _frame):

@@ -282,3 +282,21 @@ def test_a_ledger_entry_whose_pid_now_names_another_process_is_reclaimed():
     assert policy.reclaim(ledger, admission.pid_alive, admission.pid_start) == {}
     ledger = {str(me): dict(entry, pid_start=mine)}
     assert list(policy.reclaim(ledger, admission.pid_alive, admission.pid_start)) == [str(me)]
+
+
+def test_a_world_writable_or_foreign_state_dir_is_refused(tmp_path, capsys):
+    """Anyone who can write the state dir can plant a ledger entry for pid 1 (with its real start time) and every
+    compile of the node waits; a world-writable one was used as it was."""
+    state = tmp_path / "state"
+    state.mkdir()
+    os.chmod(str(state), 0o777)
+    config = _write(tmp_path / "admit.json", {"state_dir": str(state), "peaks_path": str(tmp_path / "p" / "peaks.json"),
+                                              "tree": "t", "budget_bytes": 1024 ** 3, "settle_seconds": 0})
+    assert admission.main(["--config=%s" % config, "true", "-c", "x.cu"]) == 2
+    assert "writable by every user" in capsys.readouterr().err
+    if os.geteuid() != 0:
+        return   # chown to another user needs root
+    os.chmod(str(state), 0o755)
+    os.chown(str(state), 4242, 4242)
+    assert admission.main(["--config=%s" % config, "true", "-c", "x.cu"]) == 2
+    assert "owned by uid 4242" in capsys.readouterr().err
