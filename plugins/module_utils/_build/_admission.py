@@ -102,6 +102,21 @@ def open_regular(path, flags):
 MAX_JSON_BYTES = 64 * 1024 ** 2   # a peaks file of every source of a large tree is well under 1 MiB
 
 
+def open_to_others(folder):
+    """Why another user could plant ledger entries in ``folder`` (world-writable, or owned by someone else than this
+    user or root), else None."""
+    try:
+        found = os.stat(folder)
+    except OSError:
+        return None   # not there: its use says why
+    if found.st_uid not in (os.geteuid(), 0):
+        return "owned by uid %d, not by this user (uid %d) or root" % (found.st_uid, os.geteuid())
+    if found.st_mode & stat.S_IWOTH:
+        return "writable by every user (mode %04o): a planted ledger entry would hold the node's budget" % (
+            stat.S_IMODE(found.st_mode))
+    return None
+
+
 def load_json(path):
     """The JSON object in ``path``; {} when missing, unreadable, not a regular file, not an object, or larger than
     ``MAX_JSON_BYTES`` (a sparse 100 GiB seed file is never read into memory)."""
@@ -150,6 +165,16 @@ def pid_alive(pid):
     except OSError as exc:
         return exc.errno == errno.EPERM
     return True
+
+
+def pid_start(pid, proc="/proc"):
+    """The start time of ``pid`` (clock ticks after boot, /proc/<pid>/stat field 22), or None: with the pid, what
+    names one process (a pid reused after its launcher was SIGKILLed is another one)."""
+    try:
+        with open(os.path.join(proc, str(pid), "stat"), "rb") as handle:
+            return int(handle.read().rsplit(b")", 1)[1].split()[19])
+    except (IOError, OSError, IndexError, ValueError):
+        return None
 
 
 def proc_table(proc="/proc"):
@@ -273,7 +298,7 @@ def wait_for_room(config, mine, pid, log, stopped=lambda: None):
         now = time.time()
         if seen is None or _inode(ledger_path) != seen or now - decided >= 4 * poll or now - mine["since"] < settle + poll:
             with Locked(lock_path):
-                ledger = policy.reclaim(load_json(ledger_path), pid_alive)
+                ledger = policy.reclaim(load_json(ledger_path), pid_alive, pid_start)
                 ledger.setdefault(str(pid), dict(mine))
                 schedule(config, ledger, mine["budget"], mine["cpus"])
                 save_json(ledger_path, ledger)
@@ -292,7 +317,7 @@ def update(config, pid, change, room=None, cpus=None):
     ``room``, decide again (a reservation that went down frees room at once)."""
     ledger_path, lock_path = _files(config)[:2]
     with Locked(lock_path):
-        ledger = policy.reclaim(load_json(ledger_path), pid_alive)
+        ledger = policy.reclaim(load_json(ledger_path), pid_alive, pid_start)
         entry = ledger.get(str(pid))
         if entry and entry["state"] == "running" and change(entry):
             if room is not None:
@@ -303,7 +328,7 @@ def update(config, pid, change, room=None, cpus=None):
 def leave(config, pid, room, cpus, **event):
     ledger_path, lock_path = _files(config)[:2]
     with Locked(lock_path):
-        ledger = policy.reclaim(load_json(ledger_path), pid_alive)
+        ledger = policy.reclaim(load_json(ledger_path), pid_alive, pid_start)
         if ledger.pop(str(pid), None) and event:
             log_event(config, event="end", pid=pid, **event)
         schedule(config, ledger, room, cpus)
@@ -367,7 +392,8 @@ def run_admitted(config, key, argv, stop):
     cpus = int(config.get("cpus") or cpu_count())
     room = policy.budget(config, cgroup_limit(), mem_available())
     mine = {"state": "waiting", "bytes": need, "source": key, "since": time.time(), "seconds": policy.expected_seconds(peaks, key),
-            "threads": policy.threads_of(argv[1:], cpus), "learned": learned, "budget": room, "cpus": cpus, "pid": os.getpid()}
+            "threads": policy.threads_of(argv[1:], cpus), "learned": learned, "budget": room, "cpus": cpus, "pid": os.getpid(),
+            "pid_start": pid_start(os.getpid())}
 
     def stopped():
         return stop["signal"]
@@ -381,7 +407,7 @@ def run_admitted(config, key, argv, stop):
         start = time.time()
         child = subprocess.Popen(argv, preexec_fn=die_with_parent)
         stop["child"] = child
-        update(config, mine["pid"], lambda entry: entry.update(child=child.pid) or True)
+        update(config, mine["pid"], lambda entry: entry.update(child=child.pid, child_start=pid_start(child.pid)) or True)
         rc, seen = wait_holding(config, mine, held, child, policy.phases_of(policy.known(peaks, key)), stopped)
         seconds = time.time() - start
     except Stopped:
@@ -433,6 +459,10 @@ def main(argv=None):
             os.makedirs(folder)
         except OSError:
             pass
+        problem = open_to_others(folder)
+        if problem:
+            sys.stderr.write("gpufleet-admit: refusing the admission state %s: %s\n" % (folder, problem))
+            return 2
     stop = {"signal": None, "child": None}
 
     def forward(signum, _frame):

@@ -121,7 +121,7 @@ def valid_entry(pid, entry):
     return (str(pid).isdigit() and isinstance(entry, dict) and entry.get("state") in ("waiting", "running")
             and all(number(entry.get(name)) is not None for name in ("bytes", "since"))
             and all(entry.get(name) is None or number(entry.get(name)) is not None
-                    for name in ("seconds", "started", "child", "threads", "budget", "cpus")))
+                    for name in ("seconds", "started", "child", "threads", "budget", "cpus", "pid_start", "child_start")))
 
 
 def known(peaks, key):
@@ -144,11 +144,15 @@ def expected_bytes(peaks, key, default_bytes, margin):
     return int(default_bytes), False
 
 
-def reclaim(ledger, alive):
+def reclaim(ledger, alive, started=None):
     """The ledger without bad entries and those whose launcher is gone - unless its compiler still runs (a SIGKILLed
-    launcher's compiler gets SIGKILL too, by PR_SET_PDEATHSIG; until it is gone it holds its reservation)."""
+    launcher's compiler gets SIGKILL too, by PR_SET_PDEATHSIG; until it is gone it holds its reservation). With
+    ``started(pid)`` (the process's start time), a pid whose start differs from the one its entry recorded is
+    another process that reuses the pid: gone."""
+    def lives(pid, start):
+        return alive(int(pid)) and (started is None or start is None or started(int(pid)) == start)
     return dict((pid, entry) for pid, entry in (ledger or {}).items() if valid_entry(pid, entry)
-                and (alive(int(pid)) or (entry.get("child") and alive(int(entry["child"])))))
+                and (lives(pid, entry.get("pid_start")) or (entry.get("child") and lives(entry["child"], entry.get("child_start")))))
 
 
 def pick_next(waiting, running, budget, cpus):

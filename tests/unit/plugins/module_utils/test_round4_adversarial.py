@@ -268,3 +268,36 @@ def test_seed_peaks_that_are_a_fifo_a_symlink_or_hold_bad_numbers_are_dropped(tm
     assert time.monotonic() - started < 5
     assert sorted(peaks) == ["other:f.cu"]
     assert policy.too_big(peaks, 1024 ** 3, "t") == []
+
+
+def test_a_ledger_entry_whose_pid_now_names_another_process_is_reclaimed():
+    """A launcher SIGKILLed (its compiler with it) whose pid is reused: the live pid held its reservation forever
+    (pid 1 with 1 TB, 30 days old, kept every compile of the node waiting). The entry's start time names the
+    process; a pid that started at another time is another process."""
+    import time
+    me = os.getpid()
+    mine = admission.pid_start(me)
+    assert mine is not None
+    entry = {"state": "running", "bytes": 10 ** 12, "since": time.time() - 86400 * 30}
+    ledger = {str(me): dict(entry, pid_start=mine - 1), "1": dict(entry, pid_start=admission.pid_start(1) + 7)}
+    assert policy.reclaim(ledger, admission.pid_alive, admission.pid_start) == {}
+    ledger = {str(me): dict(entry, pid_start=mine)}
+    assert list(policy.reclaim(ledger, admission.pid_alive, admission.pid_start)) == [str(me)]
+
+
+def test_a_world_writable_or_foreign_state_dir_is_refused(tmp_path, capsys):
+    """Anyone who can write the state dir can plant a ledger entry for pid 1 (with its real start time) and every
+    compile of the node waits; a world-writable one was used as it was."""
+    state = tmp_path / "state"
+    state.mkdir()
+    os.chmod(str(state), 0o777)
+    config = _write(tmp_path / "admit.json", {"state_dir": str(state), "peaks_path": str(tmp_path / "p" / "peaks.json"),
+                                              "tree": "t", "budget_bytes": 1024 ** 3, "settle_seconds": 0})
+    assert admission.main(["--config=%s" % config, "true", "-c", "x.cu"]) == 2
+    assert "writable by every user" in capsys.readouterr().err
+    if os.geteuid() != 0:
+        return   # chown to another user needs root
+    os.chmod(str(state), 0o755)
+    os.chown(str(state), 4242, 4242)
+    assert admission.main(["--config=%s" % config, "true", "-c", "x.cu"]) == 2
+    assert "owned by uid 4242" in capsys.readouterr().err
