@@ -80,7 +80,7 @@ def test_the_bundle_carries_its_bytecode_and_the_same_bytes_from_every_controlle
             "print(hashlib.sha256(b.bundle_bytes()[0]).hexdigest())")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(entry for entry in sys.path if entry))  # ansible-test exports none
     digests = set(subprocess.check_output([sys.executable, "-c", code], universal_newlines=True, env=env).strip()
-                  for _ in range(2))
+                  for _attempt in range(2))
     assert len(digests) == 1
     data, _modules = health_check_bundle.bundle_bytes()
     assert hashlib.sha256(data).hexdigest() in digests

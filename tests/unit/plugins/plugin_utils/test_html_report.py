@@ -222,6 +222,6 @@ def test_the_lowest_hosts_of_500_are_visible_bars():
                                               "effective_available_human": "x", "effective_total_human": "64Gi"}}
     hosts = dict(("node%03d" % i, entry(64 * 1024 * 1024 if i < 10 else 40 * GIB)) for i in range(500))
     chart = html.fleet_memory_chart({"hosts": hosts})
-    assert min(bar["h"] for bar in chart["bars"]) >= html.MIN_BAR_PX
-    assert min(bar["w"] for bar in chart["bars"]) >= 1.0
-    assert all(abs(bar["y"] + bar["h"] - chart["base"]) < 1e-6 for bar in chart["bars"])
+    assert min(drawn["h"] for drawn in chart["bars"]) >= html.MIN_BAR_PX
+    assert min(drawn["w"] for drawn in chart["bars"]) >= 1.0
+    assert all(abs(drawn["y"] + drawn["h"] - chart["base"]) < 1e-6 for drawn in chart["bars"])
