@@ -19,7 +19,7 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._versions impor
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness._checks import describe_age, printable, result, skipped, unknown
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness._checks import option as _option
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness._gpu_health_checks import (
-    XID_ACTION_WORDS, classify_xid, describe_gpu)
+    XID_ACTION_WORDS, classify_xid, describe_gpu, usable_gpus)
 
 # Oldest Linux driver each CUDA toolkit release needs (CUDA toolkit release notes, table 3): the code nvcc builds
 # here must run on this node's driver.
@@ -27,18 +27,6 @@ DRIVER_FOR_CUDA = (
     ("13.0", "580.65.06"), ("12.9", "575.51.03"), ("12.8", "570.26"), ("12.6", "560.28.03"), ("12.5", "555.42.02"),
     ("12.4", "550.54.14"), ("12.3", "545.23.06"), ("12.2", "535.54.03"), ("12.1", "530.30.02"), ("12.0", "525.60.13"),
 )
-
-
-def _gpus(facts, name, expected):
-    """``(gpus facts, None)`` when usable, else ``(None, unknown(...))`` saying why."""
-    gpus = facts.get("gpus")
-    if not gpus or "state" not in gpus:
-        return None, unknown(name, expected, "gpus facts were not gathered", "gpu")
-    if gpus["state"] != "ok":
-        return None, unknown(name, expected, "nvidia-smi state is %s: %s" % (gpus["state"], gpus.get("message")), "gpu")
-    if not gpus.get("devices"):
-        return None, unknown(name, expected, "nvidia-smi listed no GPUs", "gpu")
-    return gpus, None
 
 
 def _kernel_events(facts, name, expected, profile):
@@ -88,7 +76,7 @@ def check_compute_capability(facts, policy):
     wanted = _option(policy, "compute_capability")
     if not wanted:
         return None
-    gpus, why = _gpus(facts, name, wanted)
+    gpus, why = usable_gpus(facts, name, wanted)
     if why:
         return why
     unknown_cc = [dev["index"] for dev in gpus["devices"] if not dev.get("compute_capability")]
@@ -110,7 +98,7 @@ def check_ecc_errors(facts, policy):
     name = "ecc_errors"
     limit = _option(policy, "max_ecc_errors")
     expected = "<= %d uncorrected" % limit
-    gpus, why = _gpus(facts, name, expected)
+    gpus, why = usable_gpus(facts, name, expected)
     if why:
         return why
     counted = [dev for dev in gpus["devices"] if dev.get("ecc_uncorrected") is not None]
@@ -128,7 +116,7 @@ def check_ecc_errors(facts, policy):
 def check_row_remaps(facts, policy):
     name = "row_remaps"
     expected = "no pending or failed row remaps"
-    gpus, why = _gpus(facts, name, expected)
+    gpus, why = usable_gpus(facts, name, expected)
     if why:
         return why
     reported = [dev for dev in gpus["devices"]
@@ -192,7 +180,7 @@ def check_gpu_compute_apps(facts, policy):
         return None
     allowed = set(_option(policy, "allowed_gpu_compute_apps") or [])
     expected = "no compute processes on the GPUs" + (" (except %s)" % ", ".join(sorted(allowed)) if allowed else "")
-    gpus, why = _gpus(facts, name, expected)
+    gpus, why = usable_gpus(facts, name, expected)
     if why:
         return why
     if any(dev.get("compute_apps") is None for dev in gpus["devices"]):
@@ -224,7 +212,7 @@ def check_driver_version(facts, policy):
     if not minimum:
         return None
     expected = ">= %s" % minimum
-    gpus, why = _gpus(facts, name, expected)
+    gpus, why = usable_gpus(facts, name, expected)
     if why:
         return why
     have = gpus.get("driver_version")

@@ -81,7 +81,8 @@ def _listed(devices, words, limit=3):
     return shown + ("; and %d more" % (len(devices) - limit) if len(devices) > limit else "")
 
 
-def _usable(facts, name, expected):
+def usable_gpus(facts, name, expected):
+    """``(gpus facts, None)`` when usable, else ``(None, unknown(...))`` saying why (every gpu check starts here)."""
     gpus = facts.get("gpus")
     if not gpus or "state" not in gpus:
         return None, unknown(name, expected, "gpus facts were not gathered", "gpu")
@@ -114,7 +115,7 @@ def check_pcie_link(facts, policy):
     min_gen, min_width = _option(policy, "min_pcie_gen"), _option(policy, "min_pcie_width")
     expected = "busy GPUs at their max link" + "".join(
         ", max %s" % text for text in ("gen >= %s" % min_gen if min_gen else "", "width >= x%s" % min_width if min_width else "") if text)
-    gpus, why = _usable(facts, name, expected)
+    gpus, why = usable_gpus(facts, name, expected)
     if why:
         return why
     devices = gpus["devices"]
@@ -149,7 +150,7 @@ def check_gpu_temperature(facts, policy):
     if limit is None:
         return None
     expected = "<= %d C" % limit
-    gpus, why = _usable(facts, name, expected)
+    gpus, why = usable_gpus(facts, name, expected)
     if why:
         return why
     read = [dev for dev in gpus["devices"] if dev.get("temperature") is not None]
@@ -168,7 +169,7 @@ def check_clock_events(facts, policy):
     if not bad_reasons:
         return None
     expected = "none of %s" % ", ".join(sorted(bad_reasons))
-    gpus, why = _usable(facts, name, expected)
+    gpus, why = usable_gpus(facts, name, expected)
     if why:
         return why
     read = [dev for dev in gpus["devices"] if dev.get("clock_event_reasons") is not None]
@@ -186,7 +187,7 @@ def check_persistence_mode(facts, policy):
     if not _option(policy, "require_persistence_mode"):
         return None
     expected = "persistence mode on"
-    gpus, why = _usable(facts, name, expected)
+    gpus, why = usable_gpus(facts, name, expected)
     if why:
         return why
     off = [dev for dev in gpus["devices"] if dev.get("persistence_mode") is False]
@@ -202,7 +203,7 @@ def check_mig_mode(facts, policy):
     if wanted in (None, "any"):
         return None
     expected = "MIG %s" % wanted
-    gpus, why = _usable(facts, name, expected)
+    gpus, why = usable_gpus(facts, name, expected)
     if why:
         return why
     capable = [dev for dev in gpus["devices"] if dev.get("mig_mode") is not None]
@@ -222,7 +223,7 @@ def check_nvlink(facts, policy):
     limit = _option(policy, "max_nvlink_errors")
     timeout_fails = _option(policy, "gpu_probe_timeout_fails")
     expected = "every NVLink link up, <= %d errors per link" % limit
-    gpus, why = _usable(facts, name, expected)
+    gpus, why = usable_gpus(facts, name, expected)
     if why:
         return why
     for probe in ("nvlink_status", "nvlink_errors"):
@@ -260,7 +261,7 @@ def check_fabric(facts, policy):
         return None
     timeout_fails = _option(policy, "gpu_probe_timeout_fails")
     expected = "fabric state Completed, status Success"
-    gpus, why = _usable(facts, name, expected)
+    gpus, why = usable_gpus(facts, name, expected)
     if why:
         return why
     answer = _probe(gpus, "query", name, expected, timeout_fails)
@@ -296,7 +297,7 @@ def check_gpu_recovery(facts, policy):
         return None
     timeout_fails = _option(policy, "gpu_probe_timeout_fails")
     expected = "no reset required, recovery action None"
-    gpus, why = _usable(facts, name, expected)
+    gpus, why = usable_gpus(facts, name, expected)
     if why:
         return why
     answer = _probe(gpus, "query", name, expected, timeout_fails)
@@ -327,7 +328,7 @@ def check_dcgm_diag(facts, policy):
         return None
     timeout_fails = _option(policy, "gpu_probe_timeout_fails")
     expected = "dcgmi diag -r 1: no test failed"
-    gpus, why = _usable(facts, name, expected)
+    gpus, why = usable_gpus(facts, name, expected)
     if why:
         return why
     entry = (gpus.get("probes") or {}).get("dcgm_diag")
