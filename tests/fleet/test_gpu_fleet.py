@@ -137,9 +137,9 @@ def test_gpu_health_faults_flag_only_their_node_and_a_hung_probe_drains_nothing(
     # node_exporter metrics: the failed check by name on its node only.
     failed_sample = 'gpufleet_preflight_check_status{check="%s",profile="gpu",source="playbook",status="failed"} 1'
     for name, check in (("node2", "fabric"), ("node3", "nvlink"), ("node5", "dcgm_diag")):
-        with open(os.path.join(textdir, name, "gpufleet_preflight.prom")) as handle:
+        with open(os.path.join(textdir, name, "gpufleet_preflight_playbook.prom")) as handle:
             assert failed_sample % check in handle.read(), name
-    with open(os.path.join(textdir, "node1", "gpufleet_preflight.prom")) as handle:
+    with open(os.path.join(textdir, "node1", "gpufleet_preflight_playbook.prom")) as handle:
         assert 'status="failed"} 1' not in handle.read()
     # The hung probe: named, not counted, the node stays ready; its other probes still answered.
     node4 = dict((c["name"], c) for c in hosts["node4"]["checks"])
