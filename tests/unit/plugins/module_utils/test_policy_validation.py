@@ -33,11 +33,6 @@ def memory(available, total, limited_by="host", host_total=None, pressure=None):
     }
 
 
-def procs(*entries):
-    return {"count": len(entries), "processes": [
-        dict(pid=pid, name=name, orphaned=orphaned, zombie=zombie, age_seconds=age) for pid, name, orphaned, zombie, age in entries]}
-
-
 @pytest.mark.parametrize("value, expected", [
     ("64GiB", ("absolute", 64 * GIB)),
     ("512MiB", ("absolute", 512 * 1024 ** 2)),
