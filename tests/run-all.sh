@@ -8,8 +8,13 @@ cd "$(dirname "$0")/.."
 # The build_deps torch test installs the local CPU torch wheel (about a minute): part of the full suite.
 export BUILD_DEPS_TEST_TORCH=${BUILD_DEPS_TEST_TORCH:-1}
 STAGES=("$@")
-# vm-images first: it builds and boots the test VMs in the background while the other stages run; vm waits for them.
-[ ${#STAGES[@]} -gt 0 ] || STAGES=(vm-images units lint sanity integration sweep host build roles fleet scheduler build-check bench-quick vm)
+# With no stage named: every stage, in two lanes side by side (below), after vm-images, which builds and boots the
+# test VMs in the background while the lanes run; vm, last in its lane, waits for them.
+# The lanes are balanced by the seconds each stage took alone (docs/benchmarks.md): most stages wait on sshd nodes,
+# Slurm, nvcc and VMs more than they compute, so two of them share the 2 cores with little loss. Tests that look at
+# the whole host (/proc, build processes) find their own processes by unique markers, never by "nothing else runs".
+LANE_A=(units lint sanity integration sweep host roles build-check bench-quick vm)
+LANE_B=(build fleet scheduler)
 
 # Node-side code must run on every Python that ansible-core supports on targets and this machine has.
 node_pythons() {
@@ -37,8 +42,52 @@ ansible_test_tree() {
 export PYTHONPATH="$PWD/tests/tools${PYTHONPATH:+:$PYTHONPATH}"
 
 stage() { printf '\n===== %s [%s] =====\n' "$1" "$(date -u +%H:%M:%S)"; }
-# How long each stage took, printed at the end (docs/benchmarks.md keeps a full run's figures).
+# How long each stage took, printed at the end (docs/benchmarks.md keeps a full run's figures). A lane started by
+# run_lanes appends its stages to the file GPUFLEET_STAGE_TIMES names, for the parent's table.
 TIMES=()
+
+# Every stage: vm-images here, then the two lanes, each a run of this script, side by side. Each lane's lines come out
+# as they happen, prefixed with the lane's letter, and whole in .tmp/test-logs/lane-X.log. A lane that fails stops the
+# other (so CI fails in minutes, not at the longer lane's end); the exit code is the first failure's.
+run_lanes() {
+  local logs=.tmp/test-logs times pid_a pid_b rc_a rc_b started=$SECONDS
+  mkdir -p "$logs"
+  times=$logs/stage-times
+  : > "$times"
+  stage "test VMs (Debian 12 + 13 under QEMU): image build or cache, boot, in the background (tests/vm/README.md)"
+  trap 'python3 tests/vm/vmlib.py down >/dev/null 2>&1 || true' EXIT
+  python3 tests/vm/vmlib.py up --background || echo "vm-images: not started; the vm stage says why"
+  printf '\nlane A: %s\nlane B: %s\n' "${LANE_A[*]}" "${LANE_B[*]}"
+  # setsid: each lane leads its own process group, so stopping a lane stops everything it started
+  GPUFLEET_STAGE_TIMES=$times setsid "$0" "${LANE_A[@]}" > >(tee "$logs/lane-A.log" | sed -u 's/^/[A] /') 2>&1 &
+  pid_a=$!
+  GPUFLEET_STAGE_TIMES=$times setsid "$0" "${LANE_B[@]}" > >(tee "$logs/lane-B.log" | sed -u 's/^/[B] /') 2>&1 &
+  pid_b=$!
+  rc_a=running rc_b=running
+  while [ "$rc_a" = running ] || [ "$rc_b" = running ]; do
+    local ended rc waiting=()
+    [ "$rc_a" = running ] && waiting+=("$pid_a")
+    [ "$rc_b" = running ] && waiting+=("$pid_b")
+    wait -n -p ended "${waiting[@]}" && rc=0 || rc=$?
+    if [ "$ended" = "$pid_a" ]; then rc_a=$rc; else rc_b=$rc; fi
+    if [ "$rc" != 0 ]; then
+      echo "a lane failed (rc $rc): stopping the other"
+      kill -TERM -- "-$pid_a" "-$pid_b" 2>/dev/null || true
+    fi
+  done
+  sleep 1  # the prefixing pipes flush
+  printf '\nseconds per stage (two lanes side by side):\n'
+  sed 's/^/  /' "$times"
+  printf '  %-12s %4ds wall, setup excluded\n' total $((SECONDS - started))
+  if [ "$rc_a" != 0 ] || [ "$rc_b" != 0 ]; then
+    printf '\nFAILED: lane A rc %s, lane B rc %s (whole logs: %s/lane-A.log, lane-B.log)\n' "$rc_a" "$rc_b" "$logs"
+    [ "$rc_a" != 0 ] && exit "$rc_a"
+    exit "$rc_b"
+  fi
+  printf '\nall stages passed: vm-images %s | %s (%ds)\n' "${LANE_A[*]}" "${LANE_B[*]}" $((SECONDS - started))
+  exit 0
+}
+[ ${#STAGES[@]} -gt 0 ] || run_lanes
 
 for s in "${STAGES[@]}"; do
   started=$SECONDS
@@ -95,6 +144,7 @@ for s in "${STAGES[@]}"; do
     *) echo "unknown stage $s" >&2; exit 2 ;;
   esac
   TIMES+=("$(printf '%-12s %4ds' "$s" $((SECONDS - started)))")
+  [ -z "${GPUFLEET_STAGE_TIMES:-}" ] || printf '%-12s %4ds  (%s)\n' "$s" $((SECONDS - started)) "$(date -u +%H:%M:%S)" >> "$GPUFLEET_STAGE_TIMES"
 done
 printf '\nseconds per stage:\n'
 printf '  %s\n' "${TIMES[@]}"
