@@ -31,6 +31,9 @@ DEFAULTS = {
     "poll_seconds": 0.5,        # a waiting compile looks at the ledger's inode this often, decides at least 4x slower
     "settle_seconds": 0.5,      # a compile just queued waits this long: the ones ninja starts with it queue too
     "sample_seconds": 2.0,      # how often a running compile's process tree is measured (a scan of /proc)
+    "threads_per_source": True,  # an nvcc compile of several -gencode targets gets the --threads its learned peaks,
+                                 # the free CPUs and memory allow (its own --threads value is replaced)
+    "max_threads": None,        # at most this many nvcc threads per compile (None: its -gencode count, the CPUs)
 }
 
 
@@ -73,14 +76,16 @@ def flags_id(argv):
 
 
 def threads_of(argv, cpus=1):
-    """The CPUs a compile uses: nvcc's ``--threads N`` / ``-t N`` (0: all of them), else 1."""
-    args = list(argv)
+    """The CPUs a compile uses: nvcc's ``--threads N`` / ``-t N`` (0: all of them), else 1; at most its -gencode
+    count when it names any (nvcc runs one arch's cicc/ptxas per thread, never one arch on two)."""
+    args, archs = list(argv), arch_count(argv)
     for index, arg in enumerate(args):
         name, _sep, value = arg.partition("=")
         if name in ("--threads", "-t"):
             value = value or (args[index + 1] if index + 1 < len(args) else "")
             if value.isdigit():
-                return int(value) or cpus
+                threads = int(value) or cpus
+                return min(threads, archs) if archs else threads
     return 1
 
 
@@ -121,7 +126,9 @@ def valid_entry(pid, entry):
     return (str(pid).isdigit() and isinstance(entry, dict) and entry.get("state") in ("waiting", "running")
             and all(number(entry.get(name)) is not None for name in ("bytes", "since"))
             and all(entry.get(name) is None or number(entry.get(name)) is not None
-                    for name in ("seconds", "started", "child", "threads", "budget", "cpus", "pid_start", "child_start")))
+                    for name in ("seconds", "started", "child", "threads", "budget", "cpus", "pid_start", "child_start"))
+            and (entry.get("options") is None or (isinstance(entry["options"], list) and 0 < len(entry["options"]) <= 1024
+                                                  and all(number(o) is not None for o in entry["options"]))))
 
 
 def known(peaks, key):
@@ -157,20 +164,127 @@ def reclaim(ledger, alive, started=None):
 
 def pick_next(waiting, running, budget, cpus):
     """The waiting compile to start now, or None. Each entry: ``bytes``, ``threads``, ``seconds`` (learned, None if
-    not), ``learned`` (it finished before), ``since``; ``budget``/``cpus`` of its own build override the arguments.
+    not), ``learned`` (it finished before), ``since``; ``budget``/``cpus`` of its own build override the arguments;
+    ``options`` (an nvcc compile of several archs): the bytes it needs at 1, 2, ... threads.
 
     Among those that fit - their bytes beside what runs within the budget, their threads beside the running ones
     within the CPUs, no second unlearned one beside an unlearned one - the longest expected first (the longest
-    compiles bound the makespan; ties: first come). With nothing running, the longest waiting always starts."""
+    compiles bound the makespan; ties: first come). With nothing running, the longest waiting always starts. One
+    with ``options`` comes back as a copy with the ``threads`` and ``bytes`` it starts with (``threads_for``)."""
     used = sum(e["bytes"] for e in running)
     threads = sum(e.get("threads") or 1 for e in running)
     cold = any(not e.get("learned") for e in running)
-    fits = [e for e in waiting if not running or (
-        used + e["bytes"] <= e.get("budget", budget) and threads + (e.get("threads") or 1) <= e.get("cpus", cpus)
-        and not (cold and not e.get("learned")))]
-    if not fits:
+
+    def fits(e, used, threads, cold):
+        return (used + e["bytes"] <= e.get("budget", budget) and threads + (e.get("threads") or 1) <= e.get("cpus", cpus)
+                and not (cold and not e.get("learned")))
+
+    fitting = [e for e in waiting if not running or fits(e, used, threads, cold)]
+    if not fitting:
         return None
-    return max(fits, key=lambda e: (e.get("seconds") or 0, -e["since"]))
+    pick = max(fitting, key=start_order)
+    if len(pick.get("options") or ()) < 2:
+        return pick
+    # what would start beside it at one thread each (longest first) keeps its CPUs and memory: the rest is its to use
+    used, threads, cold = used + pick["bytes"], threads + 1, cold or not pick.get("learned")
+    for other in sorted((e for e in fitting if e is not pick), key=start_order, reverse=True):
+        if fits(other, used, threads, cold):
+            used, threads, cold = used + other["bytes"], threads + (other.get("threads") or 1), cold or not other.get("learned")
+    chosen = threads_for(pick["options"], pick.get("budget", budget) - used, pick.get("cpus", cpus) - threads)
+    return dict(pick, threads=chosen, bytes=pick["options"][chosen - 1])
+
+
+def start_order(entry):
+    """Longest expected first, then first come."""
+    return (entry.get("seconds") or 0, -entry["since"])
+
+
+def threads_for(options, spare_bytes, spare_cpus):
+    """The most threads (1 at least) whose extra bytes over one thread fit ``spare_bytes`` and extra threads
+    ``spare_cpus``."""
+    best = 1
+    for threads in range(2, len(options) + 1):
+        if threads - 1 <= spare_cpus and options[threads - 1] - options[0] <= spare_bytes:
+            best = threads
+    return best
+
+
+# -- nvcc threads per source (issue 29 item 3) ------------------------------------------------------------------------
+_GENCODE = re.compile(r"^(-gencode|--generate-code)(=|$)")
+
+
+def arch_count(argv):
+    """How many -gencode / --generate-code targets a compile has: nvcc --threads runs that many cicc/ptxas side by
+    side at most (it never splits one arch)."""
+    return sum(1 for arg in argv if _GENCODE.match(arg))
+
+
+def is_nvcc(argv):
+    """Whether the compiler (after any cache launcher: ccache nvcc ...) is nvcc."""
+    return any(os.path.basename(arg).startswith("nvcc") for arg in list(argv)[:3])
+
+
+def with_threads(argv, threads):
+    """``argv`` with nvcc's thread count set to ``threads``: every --threads/-t (=N or N) replaced by one, else added
+    at the end (nvcc reads options anywhere; the first words may be a cache launcher)."""
+    args, out, index = list(argv), [], 0
+    while index < len(args):
+        name, sep, _value = args[index].partition("=")
+        if name in ("--threads", "-t"):
+            index += 1 if sep or index + 1 >= len(args) else 2
+            continue
+        out.append(args[index])
+        index += 1
+    return out + ["--threads=%d" % threads]
+
+
+def thread_points(entry):
+    """``{threads: peak_bytes}`` measured for a learned source (by_threads in peaks.json; malformed ones dropped)."""
+    points = (entry or {}).get("by_threads")
+    if not isinstance(points, dict):
+        return {}
+    return dict((int(t), int(p)) for t, p in points.items() if str(t).isdigit() and int(t) >= 1 and number(p, 1))
+
+
+def peak_at(entry, threads, archs):
+    """The expected peak of a learned source at ``threads`` nvcc threads. The model: peak(t) = base + min(t, archs) x
+    per-arch increment (t cicc/ptxas side by side over what nvcc and the host compiler hold), fitted through the
+    measured points (least squares, neither part below 0). One point (t0, p0) fixes neither part, so it is bounded
+    from above: p0 for fewer threads (the peak does not fall with more), p0 x t / t0 for more (base taken as 0).
+    A measured point is used as measured."""
+    points = dict((min(t, archs), p) for t, p in thread_points(entry).items())
+    if not points:
+        points = {1: int(entry["peak_bytes"])}
+    threads = min(threads, archs)
+    if threads in points:
+        return points[threads]
+    if len(points) == 1:
+        (t0, p0), = points.items()
+        return p0 if threads < t0 else int(p0 * threads / float(t0))
+    base, per = fit_threads(points)
+    return int(max(base + per * threads, max(p for t, p in points.items() if t <= threads) if min(points) <= threads else 0))
+
+
+def fit_threads(points):
+    """(base, per-thread increment) of the least-squares line through ``{threads: peak}`` (two or more threads)."""
+    count = float(len(points))
+    mean_t, mean_p = sum(points) / count, sum(points.values()) / count
+    spread = sum((t - mean_t) ** 2 for t in points)
+    per = max(sum((t - mean_t) * (p - mean_p) for t, p in points.items()) / spread, 0.0)
+    return max(mean_p - per * mean_t, 0.0), per
+
+
+def thread_options(peaks, key, top, archs, per_thread_default, margin):
+    """What a compile needs at 1..``top`` nvcc threads: learned, the model's peak x margin; never seen, the default
+    per thread x threads; last killed, at least what it held."""
+    entry, learned = valid_peak((peaks or {}).get(key)) if key else None, known(peaks, key) is not None
+    options = []
+    for threads in range(1, max(int(top), 1) + 1):
+        need = int(per_thread_default) * threads
+        if entry:
+            need = int(peak_at(entry, threads, archs) * margin) if learned else max(need, int(entry["peak_bytes"] * margin))
+        options.append(need)
+    return options
 
 
 def killed_by_signal(rc):
@@ -210,7 +324,7 @@ def tree_members(stats, root):
     return members
 
 
-def record(peaks, key, peak_bytes, seconds, killed, now, phases=None):
+def record(peaks, key, peak_bytes, seconds, killed, now, phases=None, threads=None):
     """The peaks with this compile's measurement: the last measurement wins (sources change); a compile killed by a
     signal (the OOM killer, a back-off) did not finish its peak, so it keeps the larger of this and what was known
     (and is not "learned" until it finishes); one far quicker and smaller than last time is a compiler cache's hit
@@ -228,6 +342,11 @@ def record(peaks, key, peak_bytes, seconds, killed, now, phases=None):
         return peaks
     peaks[key] = {"peak_bytes": peak, "seconds": round(float(seconds), 1), "killed": bool(killed), "at": int(now),
                   "runs": count(previous, "runs") + 1}
+    points = thread_points(previous)
+    if threads and not killed:
+        points[int(threads)] = peak   # the per-threads peaks the model is fitted through (the last one of each wins)
+    if points:
+        peaks[key]["by_threads"] = dict((str(t), p) for t, p in sorted(points.items()))
     if phases and not killed:
         peaks[key]["phases"] = [[name, int(size)] for name, size in phases]
     elif previous.get("phases"):
@@ -317,8 +436,11 @@ def checked_config(settings):
     for name in PATHS + ("tree",):
         if config[name] is not None and not isinstance(config[name], str):
             raise ValueError("%s: %r is not a string" % (name, config[name]))
-    if config["cpus"] is not None and not number(config["cpus"], 1):
-        raise ValueError("cpus: %r is not a number >= 1" % (config["cpus"],))
+    for name in ("cpus", "max_threads"):
+        if config[name] is not None and not number(config[name], 1):
+            raise ValueError("%s: %r is not a number >= 1" % (name, config[name]))
+    if not isinstance(config["threads_per_source"], bool):
+        raise ValueError("threads_per_source: %r is not true or false" % (config["threads_per_source"],))
     seeds = config["seed_peaks"]
     if seeds is not None and not (isinstance(seeds, list) and all(isinstance(p, str) for p in seeds)):
         raise ValueError("seed_peaks: %r is not a list of paths" % (seeds,))

@@ -7,6 +7,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import re
+
 import pytest
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils import _human as human
@@ -238,3 +240,102 @@ def test_record_learns_phases_and_keeps_them_through_a_kill():
     killed = policy.record(peaks, "a.cu", 2 * GIB, 10, True, 2, [["cicc", 2 * GIB]])
     assert policy.phases_of(killed["a.cu"]) == [["cicc", 9 * GIB], ["ptxas", GIB]]
     assert policy.phases_of({"phases": [["cicc", "9GiB"]]}) == []
+
+
+# -- nvcc threads per source (issue 29 item 3) ---------------------------------------------------------------------
+def multi(name, seconds, options_gib, since=0, learned=True):
+    return dict(job(name, options_gib[0], seconds, learned=learned, since=since), options=[int(g * GIB) for g in options_gib])
+
+
+@pytest.mark.parametrize("waiting, running, budget_gib, cpus, picked, threads", [
+    # alone on an idle node with memory to spare: as many threads as its options (archs, CPUs) allow
+    ([multi("m", 300, [4, 7, 10, 13])], [], 64, 32, "m", 4),
+    # memory for two threads only: 2
+    ([multi("m", 300, [4, 7, 10, 13])], [], 8, 32, "m", 2),
+    # CPUs: 3 of 4 busy, so one thread even with memory free
+    ([multi("m", 300, [4, 7, 10, 13])], [job("r", 1, 100, threads=3)], 64, 4, "m", 1),
+    # light compiles waiting take the CPUs first: 4 CPUs, 2 light ones beside it -> 2 threads for the heavy one
+    ([multi("m", 300, [4, 7, 10, 13]), job("l1", 1, 10), job("l2", 1, 10)], [], 64, 4, "m", 2),
+    # memory holds it to one thread once the light ones beside it have their share
+    ([multi("m", 300, [4, 7, 10, 13]), job("l1", 2, 10), job("l2", 2, 10)], [], 9, 32, "m", 1),
+    # the longest goes first and gets the spare threads (3 + the other one's 1 = the 4 CPUs)
+    ([multi("long", 300, [2, 3, 4]), multi("short", 10, [2, 3, 4])], [], 64, 4, "long", 3),
+    # one thread only (no options beyond 1): unchanged
+    ([multi("one", 300, [4])], [], 64, 32, "one", 1),
+])
+def test_pick_next_gives_threads(waiting, running, budget_gib, cpus, picked, threads):
+    choice = policy.pick_next(waiting, running, budget_gib * GIB, cpus)
+    assert (choice["pid"], choice["threads"]) == (picked, threads)
+    assert choice["bytes"] == choice["options"][threads - 1]
+
+
+@pytest.mark.parametrize("options, spare_bytes, spare_cpus, threads", [
+    ([1, 2, 3, 4], 10, 10, 4), ([1, 2, 3, 4], 1, 10, 2), ([1, 2, 3, 4], 10, 0, 1), ([1, 2, 3, 4], -5, 3, 1), ([7], 99, 99, 1),
+])
+def test_threads_for(options, spare_bytes, spare_cpus, threads):
+    assert policy.threads_for(options, spare_bytes, spare_cpus) == threads
+
+
+@pytest.mark.parametrize("argv, count, nvcc", [
+    (["nvcc", "-gencode=arch=compute_90a,code=sm_90a", "-gencode", "arch=compute_100a,code=sm_100a", "-c", "a.cu"], 2, True),
+    (["/usr/bin/ccache", "/usr/local/cuda/bin/nvcc", "--generate-code=arch=compute_80,code=sm_80", "-c", "a.cu"], 1, True),
+    (["g++", "-c", "a.cc"], 0, False),
+    (["nvcc", "-arch=sm_90", "-c", "a.cu"], 0, True),
+])
+def test_arch_count_and_is_nvcc(argv, count, nvcc):
+    assert (policy.arch_count(argv), policy.is_nvcc(argv)) == (count, nvcc)
+
+
+@pytest.mark.parametrize("argv, threads, expected", [
+    (["nvcc", "--threads", "32", "-c", "a.cu"], 3, ["nvcc", "-c", "a.cu", "--threads=3"]),
+    (["nvcc", "--threads=32", "-t", "4", "-c", "a.cu"], 2, ["nvcc", "-c", "a.cu", "--threads=2"]),
+    (["nvcc", "-t=8", "-c", "a.cu"], 1, ["nvcc", "-c", "a.cu", "--threads=1"]),
+    (["ccache", "nvcc", "-c", "a.cu"], 4, ["ccache", "nvcc", "-c", "a.cu", "--threads=4"]),
+    (["nvcc", "-c", "a.cu", "--threads"], 2, ["nvcc", "-c", "a.cu", "--threads=2"]),
+])
+def test_with_threads(argv, threads, expected):
+    assert policy.with_threads(argv, threads) == expected
+    assert policy.threads_of(expected, 64) == threads
+
+
+MIB = 1024 ** 2
+
+
+@pytest.mark.parametrize("points, threads, archs, expected_mib", [
+    ({}, 3, 7, 300),                                  # only peak_bytes (100 at 1 thread): 100 x 3 / 1
+    ({"2": 200}, 1, 7, 200),                          # one point: fewer threads never below it ...
+    ({"2": 200}, 4, 7, 400),                          # ... more: scaled from it (base taken as 0)
+    ({"1": 190, "2": 208, "3": 284}, 2, 3, 208),      # measured: as measured
+    ({"1": 100, "3": 300}, 2, 7, 200),                # two points: the line base + t x per
+    ({"1": 100, "3": 300}, 5, 7, 500),
+    ({"1": 100, "3": 300}, 9, 7, 700),                # more threads than archs: the archs
+    ({"1": 300, "2": 200}, 4, 7, 300),                # a falling fit: per 0, never below what was measured
+])
+def test_peak_at(points, threads, archs, expected_mib):
+    entry = {"peak_bytes": 100 * MIB, "by_threads": dict((t, p * MIB) for t, p in points.items())}
+    assert abs(policy.peak_at(entry, threads, archs) - expected_mib * MIB) <= 1
+
+
+def test_thread_options_learned_unseen_and_killed():
+    peaks = {"a": {"peak_bytes": 100 * MIB, "seconds": 9, "killed": False, "by_threads": {"1": 100 * MIB, "2": 150 * MIB}},
+             "k": {"peak_bytes": 900 * MIB, "seconds": 9, "killed": True}}
+    assert policy.thread_options(peaks, "a", 3, 3, 5 * GIB, 1.0) == [100 * MIB, 150 * MIB, 200 * MIB]
+    assert policy.thread_options(peaks, "new", 2, 3, 512 * MIB, 1.0) == [512 * MIB, 1024 * MIB]
+    assert policy.thread_options(peaks, "k", 2, 3, 512 * MIB, 1.0) == [900 * MIB, 1024 * MIB]
+
+
+def test_record_keeps_a_point_per_thread_count():
+    peaks = policy.record({}, "a", 100 * MIB, 10, False, 1, threads=1)
+    peaks = policy.record(peaks, "a", 180 * MIB, 6, False, 2, threads=2)
+    peaks = policy.record(peaks, "a", 999 * MIB, 1, True, 3, threads=3)      # killed: no point
+    assert peaks["a"]["by_threads"] == {"1": 100 * MIB, "2": 180 * MIB}
+    assert policy.peak_at(peaks["a"], 3, 7) == 260 * MIB
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"max_threads": 0}, "max_threads"), ({"threads_per_source": "yes"}, "threads_per_source"),
+    ({"max_thread": 4}, "unknown admission setting(s) max_thread"),
+])
+def test_thread_settings_refused(settings, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        policy.checked_config(settings)
