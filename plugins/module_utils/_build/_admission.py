@@ -264,19 +264,19 @@ def schedule(config, ledger, room, cpus):
         running = [e for e in entries if e["state"] == "running"]
         settled = time.time() - float(config["settle_seconds"])
         pick = policy.pick_next([e for e in entries if e["state"] == "waiting" and e["since"] <= settled], running,
-                                room, cpus)
+                                room, cpus, float(config["margin"]))
         if pick is None:
             return
         entry = ledger[pick["pid"]]
         entry.update(threads=pick.get("threads") or 1, bytes=pick["bytes"])   # nvcc threads chosen for it, if any
-        used = sum(e["bytes"] for e in running)
+        used = policy.load(running, float(config["margin"]))
         if not entry.get("learned"):
-            entry["bytes"] = max(entry["bytes"], entry.get("budget", room) - used)
+            entry["bytes"] = max(entry["bytes"], int(entry.get("budget", room) - used))
         entry.update(state="running", started=time.time())
         log_event(config, event="start", pid=int(pick["pid"]), source=entry.get("source"), bytes=entry["bytes"], options=entry.get("options"),
                   seconds=entry.get("seconds"), threads=entry.get("threads") or 1, learned=bool(entry.get("learned")),
                   running=len(running) + 1, running_threads=sum(e.get("threads") or 1 for e in running) +
-                  (entry.get("threads") or 1), used_bytes=used + entry["bytes"])
+                  (entry.get("threads") or 1), used_bytes=int(policy.load(running + [entry], float(config["margin"]))))
 
 
 def _inode(path):

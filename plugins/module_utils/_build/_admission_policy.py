@@ -162,36 +162,44 @@ def reclaim(ledger, alive, started=None):
                 and (lives(pid, entry.get("pid_start")) or (entry.get("child") and lives(entry["child"], entry.get("child_start")))))
 
 
-def pick_next(waiting, running, budget, cpus):
+def pick_next(waiting, running, budget, cpus, margin=1.0):
     """The waiting compile to start now, or None. Each entry: ``bytes``, ``threads``, ``seconds`` (learned, None if
     not), ``learned`` (it finished before), ``since``; ``budget``/``cpus`` of its own build override the arguments;
     ``options`` (an nvcc compile of several archs): the bytes it needs at 1, 2, ... threads.
 
-    Among those that fit - their bytes beside what runs within the budget, their threads beside the running ones
+    Among those that fit - their ``load`` beside what runs within the budget, their threads beside the running ones
     within the CPUs, no second unlearned one beside an unlearned one - the longest expected first (the longest
     compiles bound the makespan; ties: first come). With nothing running, the longest waiting always starts. One
     with ``options`` comes back as a copy with the ``threads`` and ``bytes`` it starts with (``threads_for``)."""
-    used = sum(e["bytes"] for e in running)
-    threads = sum(e.get("threads") or 1 for e in running)
-    cold = any(not e.get("learned") for e in running)
+    def fits(e, beside):
+        return (load(beside + [e], margin) <= e.get("budget", budget)
+                and sum(b.get("threads") or 1 for b in beside + [e]) <= e.get("cpus", cpus)
+                and not (not e.get("learned") and any(not b.get("learned") for b in beside)))
 
-    def fits(e, used, threads, cold):
-        return (used + e["bytes"] <= e.get("budget", budget) and threads + (e.get("threads") or 1) <= e.get("cpus", cpus)
-                and not (cold and not e.get("learned")))
-
-    fitting = [e for e in waiting if not running or fits(e, used, threads, cold)]
+    fitting = [e for e in waiting if not running or fits(e, list(running))]
     if not fitting:
         return None
     pick = max(fitting, key=start_order)
     if len(pick.get("options") or ()) < 2:
         return pick
     # what would start beside it at one thread each (longest first) keeps its CPUs and memory: the rest is its to use
-    used, threads, cold = used + pick["bytes"], threads + 1, cold or not pick.get("learned")
+    beside = list(running) + [pick]
     for other in sorted((e for e in fitting if e is not pick), key=start_order, reverse=True):
-        if fits(other, used, threads, cold):
-            used, threads, cold = used + other["bytes"], threads + (other.get("threads") or 1), cold or not other.get("learned")
-    chosen = threads_for(pick["options"], pick.get("budget", budget) - used, pick.get("cpus", cpus) - threads)
+        if fits(other, beside):
+            beside.append(other)
+    chosen = threads_for(pick["options"], pick.get("budget", budget) - load(beside, margin),
+                         pick.get("cpus", cpus) - sum(b.get("threads") or 1 for b in beside))
     return dict(pick, threads=chosen, bytes=pick["options"][chosen - 1])
+
+
+def load(entries, margin=1.0):
+    """The memory ``entries`` take together for admission: a learned compile's reservation is its peak x the margin,
+    but the margin is kept once, for the largest (peaks of one source repeat within 1 % run to run; what the margin
+    covers - a seed from another node, a sample that missed the top - is not expected of every compile at once, and
+    a compile that grows past its peak raises its own reservation as it runs); an unlearned one's claim counts whole."""
+    learned = [e["bytes"] / float(margin) for e in entries if e.get("learned")]
+    return (sum(e["bytes"] for e in entries if not e.get("learned")) + sum(learned)
+            + (max(learned) * (margin - 1) if learned else 0))
 
 
 def start_order(entry):

@@ -339,3 +339,21 @@ def test_record_keeps_a_point_per_thread_count():
 def test_thread_settings_refused(settings, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         policy.checked_config(settings)
+
+
+@pytest.mark.parametrize("entries, expected_gib", [
+    ([], 0),
+    ([job("a", 11.5)], 11.5),                                   # 10 GiB peak x 1.15
+    ([job("a", 11.5), job("b", 2.3)], 10 + 2 + 1.5),           # the margin once, for the largest
+    ([job("a", 11.5), job("u", 3, learned=False)], 11.5 + 3),  # an unlearned claim counts whole
+])
+def test_load_keeps_the_margin_once(entries, expected_gib):
+    assert abs(policy.load(entries, 1.15) - expected_gib * GIB) < 1024
+
+
+def test_pick_next_with_the_margin_once():
+    """16 GiB: a 13.8 GiB reservation (12 GiB peak) and a 2.3 GiB one (2 GiB) need 16.1 GiB with the margin on each,
+    15.8 with the margin once: the light one starts beside; with margin 1 (each reservation whole) it would not."""
+    waiting, running = [job("light", 2.3, 10)], [job("heavy", 13.8, 100)]
+    assert policy.pick_next(waiting, running, 16 * GIB, 4, 1.15)["pid"] == "light"
+    assert policy.pick_next(waiting, running, 16 * GIB, 4) is None
