@@ -255,22 +255,27 @@ def thread_points(entry):
 
 
 def peak_at(entry, threads, archs):
-    """The expected peak of a learned source at ``threads`` nvcc threads. The model: peak(t) = base + min(t, archs) x
-    per-arch increment (t cicc/ptxas side by side over what nvcc and the host compiler hold), fitted through the
-    measured points (least squares, neither part below 0). One point (t0, p0) fixes neither part, so it is bounded
-    from above: p0 for fewer threads (the peak does not fall with more), p0 x t / t0 for more (base taken as 0).
-    A measured point is used as measured."""
-    points = dict((min(t, archs), p) for t, p in thread_points(entry).items())
-    if not points:
-        points = {1: int(entry["peak_bytes"])}
+    """The expected peak of a learned source at ``threads`` nvcc threads, from the peaks measured at other counts.
+    The model: peak(t) = base + min(t, archs) x per-arch increment - t cicc/ptxas side by side - fitted (least
+    squares, neither part below 0) through the points of 2 threads or more; one point (t0, p0) gives per-arch
+    p0 / t0 and base 0 (an upper bound: the real base is not negative). Measured on nvcc 13.0 (docs/benchmarks.md):
+    at one thread the peak can be the host front end (cudafe++), not cicc, so the 1-thread point only floors the
+    estimate, unless it is the only one. Never below a point measured at fewer threads; below every measured
+    count, the smallest count's peak (the peak does not fall as threads are added). A measured point is used as is."""
+    points = dict((min(t, archs), p) for t, p in thread_points(entry).items()) or {1: int(entry["peak_bytes"])}
     threads = min(threads, archs)
     if threads in points:
         return points[threads]
-    if len(points) == 1:
-        (t0, p0), = points.items()
-        return p0 if threads < t0 else int(p0 * threads / float(t0))
-    base, per = fit_threads(points)
-    return int(max(base + per * threads, max(p for t, p in points.items() if t <= threads) if min(points) <= threads else 0))
+    below = [p for t, p in points.items() if t < threads]
+    if not below:
+        return points[min(points)]
+    parallel = dict((t, p) for t, p in points.items() if t >= 2) or points
+    if len(parallel) >= 2:
+        base, per = fit_threads(parallel)
+    else:
+        (count, peak), = parallel.items()
+        base, per = 0.0, peak / float(count)
+    return int(max(base + per * threads, max(below)))
 
 
 def fit_threads(points):
