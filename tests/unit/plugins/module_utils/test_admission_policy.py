@@ -254,14 +254,19 @@ def multi(name, seconds, options_gib, since=0, learned=True):
     ([multi("m", 300, [4, 7, 10, 13])], [], 8, 32, "m", 2),
     # CPUs: 3 of 4 busy, so one thread even with memory free
     ([multi("m", 300, [4, 7, 10, 13])], [job("r", 1, 100, threads=3)], 64, 4, "m", 1),
-    # light compiles waiting take the CPUs first: 4 CPUs, 2 light ones beside it -> 2 threads for the heavy one
-    ([multi("m", 300, [4, 7, 10, 13]), job("l1", 1, 10), job("l2", 1, 10)], [], 64, 4, "m", 2),
-    # memory holds it to one thread once the light ones beside it have their share
-    ([multi("m", 300, [4, 7, 10, 13]), job("l1", 2, 10), job("l2", 2, 10)], [], 9, 32, "m", 1),
+    # other compiles waiting take the CPUs first: 4 CPUs, 2 others beside it -> 2 threads for the longest one
+    ([multi("m", 300, [4, 7, 10, 13]), job("l1", 1, 200), job("l2", 1, 200)], [], 64, 4, "m", 2),
+    # memory holds it to one thread once the others beside it have their share (not critical: 1300 s / 4 CPUs > 300)
+    ([multi("m", 300, [4, 7, 10, 13])] + [job("l%d" % i, 2, 250) for i in range(4)], [], 9, 4, "m", 1),
     # the longest goes first and gets the spare threads (3 + the other one's 1 = the 4 CPUs)
     ([multi("long", 300, [2, 3, 4]), multi("short", 10, [2, 3, 4])], [], 64, 4, "long", 3),
     # one thread only (no options beyond 1): unchanged
     ([multi("one", 300, [4])], [], 64, 32, "one", 1),
+    # longer than the rest spread over the CPUs ((1000 + 8 x 10) / 4 = 270 s): it takes its threads before the light
+    # ones get theirs (up to 1000 / 270 -> 4), though they would fill the CPUs
+    ([multi("long", 1000, [1, 2, 3, 4])] + [job("l%d" % i, 1, 10, since=i) for i in range(8)], [], 64, 4, "long", 4),
+    # ... but not past the memory the running ones leave
+    ([multi("long", 1000, [1, 2, 3, 4])] + [job("l%d" % i, 1, 10, since=i) for i in range(8)], [job("r", 60, 5)], 64, 4, "long", 3),
 ])
 def test_pick_next_gives_threads(waiting, running, budget_gib, cpus, picked, threads):
     choice = policy.pick_next(waiting, running, budget_gib * GIB, cpus)
