@@ -189,9 +189,11 @@ def pick_next(waiting, running, budget, cpus, margin=1.0):
             beside.append(other)
     chosen = threads_for(pick["options"], pick.get("budget", budget) - load(beside, margin),
                          pick.get("cpus", cpus) - sum(b.get("threads") or 1 for b in beside))
-    # a compile longer than the rest of the build spread over the CPUs bounds the makespan: it takes its threads
-    # first (up to seconds / that span), from what the running ones leave, before the others get theirs
-    span = sum((e.get("seconds") or 0) * (e.get("threads") or 1) for e in waiting) / float(pick.get("cpus", cpus))
+    # a compile longer than the rest of the build spread over the CPUs (or over the memory: learned seconds x bytes
+    # / budget, whichever is longer) bounds the makespan: it takes its threads first (up to seconds / that span),
+    # from what the running ones leave, before the others get theirs
+    span = max(sum((e.get("seconds") or 0) * (e.get("threads") or 1) for e in waiting) / float(pick.get("cpus", cpus)),
+               sum((e.get("seconds") or 0) * e["bytes"] for e in waiting) / float(pick.get("budget", budget)))
     if span > 0 and (pick.get("seconds") or 0) > span:
         critical = threads_for(pick["options"][:int(math.ceil(pick["seconds"] / span))],
                                pick.get("budget", budget) - load(list(running) + [pick], margin),
