@@ -66,14 +66,16 @@ class MultiJob(object):
 
 
 def load_per_arch(path):
-    """{(source, arch): (seconds, peak bytes)} from a per-arch table ({"objects": [{source, arch, seconds, peak_gib}]}),
-    {} when there is none yet."""
+    """{(source, arch): (seconds, peak bytes)} from a per-arch table ({"objects": [{source, arch, seconds, peak_gib}]};
+    a source may be named "SOURCE@ARCH", as bench/default_build_sample.py writes it): each a whole one-arch compile
+    at --threads 1, like the SM120 record's. {} when there is none yet."""
     if not path or not os.path.exists(path):
         return {}
     try:
         with open(path) as handle:
             rows = json.load(handle)["objects"]
-        return dict(((r["source"], r["arch"]), (float(r["seconds"]), float(r["peak_gib"]) * replay.GIB)) for r in rows)
+        return dict(((r["source"][:-len("@" + r["arch"])] if r["source"].endswith("@" + r["arch"]) else r["source"], r["arch"]),
+                     (float(r["seconds"]), float(r["peak_gib"]) * replay.GIB)) for r in rows)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise replay.ReplayError("%s: every object needs source, arch, seconds and peak_gib (%s)" % (path, exc))
 
@@ -86,8 +88,8 @@ def default_build(sm120, per_arch, host_fraction=HOST_FRACTION, archs=ARCHS, bui
         arches = []
         for arch in archs:
             found = per_arch.get((job.name, arch))
-            measured += bool(found)
-            arches.append(found or (job.seconds - host, job.peak))
+            measured += bool(found)     # a measured one-arch compile holds the same host share as the SM120 one
+            arches.append((found[0] * (1 - host_fraction), found[1]) if found else (job.seconds - host, job.peak))
         for build in builds:
             jobs.append(MultiJob("%s@%s" % (job.name, build), len(jobs), host, arches))
     return jobs, measured

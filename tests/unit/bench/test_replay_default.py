@@ -34,11 +34,13 @@ def test_a_multi_arch_compile_at_t_threads(threads, seconds, peak_gib):
 def test_the_per_arch_table_is_used_where_it_has_the_pair(tmp_path):
     sm120 = [replay.Job("a.cu", 100, 2 * GIB, 0)]
     table = tmp_path / "per_arch.json"
-    table.write_text(json.dumps({"objects": [{"source": "a.cu", "arch": "sm_90a", "seconds": 10, "peak_gib": 6}]}))
+    table.write_text(json.dumps({"objects": [{"source": "a.cu", "arch": "sm_90a", "seconds": 40, "peak_gib": 6},
+                                             {"source": "a.cu@sm_80", "arch": "sm_80", "seconds": 8, "peak_gib": 1}]}))
     multi, measured = replay_default.default_build(sm120, replay_default.load_per_arch(str(table)))
-    assert measured == 1 and len(multi) == 2 and [m.name for m in multi] == ["a.cu@sm90", "a.cu@sm100"]
+    assert measured == 2 and len(multi) == 2 and [m.name for m in multi] == ["a.cu@sm90", "a.cu@sm100"]
     arches = dict(zip(replay_default.ARCHS, multi[0].arches))
-    assert arches["sm_90a"] == (10.0, 6 * GIB) and arches["sm_120a"] == (75.0, 2 * GIB)   # the rest: SM120, host 25 s off
+    # measured: a whole one-arch compile, its host share (0.25) off; the rest: SM120, host 25 s off
+    assert arches["sm_90a"] == (30.0, 6 * GIB) and arches["sm_80"] == (6.0, 1 * GIB) and arches["sm_120a"] == (75.0, 2 * GIB)
     assert replay_default.load_per_arch(str(tmp_path / "none.json")) == {}
     table.write_text(json.dumps({"objects": [{"source": "a.cu"}]}))
     with pytest.raises(replay.ReplayError, match="source, arch, seconds and peak_gib"):
