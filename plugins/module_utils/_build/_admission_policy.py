@@ -285,7 +285,7 @@ def peak_at(entry, threads, archs):
     else:
         (count, peak), = parallel.items()
         base, per = 0.0, peak / float(count)
-    return int(max(base + per * threads, max(below)))
+    return int(max([base + per * threads] + below))
 
 
 def fit_threads(points):
