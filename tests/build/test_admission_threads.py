@@ -31,8 +31,8 @@ while pending:   # nvcc --threads N: at most N per-arch compiles at a time
 with open(out, "w") as handle:
     handle.write(" ".join(args))
 '''
-GENCODES = ["-gencode=arch=compute_90a,code=sm_90a", "-gencode=arch=compute_100a,code=sm_100a",
-            "-gencode=arch=compute_120a,code=sm_120a"]
+GENCODES = ("-gencode=arch=compute_90a,code=sm_90a", "-gencode=arch=compute_100a,code=sm_100a",
+            "-gencode=arch=compute_120a,code=sm_120a")
 
 
 def standin(tmp_path):
@@ -123,7 +123,7 @@ def test_the_heavy_long_compile_gets_the_spare_threads_beside_a_light_one(tmp_pa
     block = compile_cu(config, nvcc, src, tmp_path / "block.o", GENCODES[:1], ARCH_SECONDS="5")
     wait_running(state, block.pid)
     heavy = compile_cu(config, nvcc, src, tmp_path / "k.o", GENCODES, "--threads", "32")
-    light = subprocess.Popen([sys.executable, ADMISSION, "--config=" + config, "--", nvcc, "--threads", "32"] + GENCODES +
+    light = subprocess.Popen([sys.executable, ADMISSION, "--config=" + config, "--", nvcc, "--threads", "32"] + list(GENCODES) +
                              ["-c", str(src / "light.cu"), "-o", str(tmp_path / "l.o")], stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, universal_newlines=True)
     finish(block, heavy, light)
