@@ -395,10 +395,12 @@ def merge_peaks(*tables):
 
 
 def too_big(peaks, budget_bytes, tree=None):
-    """``[(key, peak_bytes)]`` of the learned sources (of ``tree``) that need more than the budget even alone."""
+    """``[(key, peak_bytes)]`` of the learned sources (of ``tree``) that need more than the budget even alone - at
+    the fewest nvcc threads measured (the scheduler may run a multi-arch compile with fewer than last time)."""
     prefix = tree + ":" if tree else ""
-    return sorted((key, int(entry["peak_bytes"])) for key, entry in merge_peaks(peaks).items()
-                  if key.startswith(prefix) and entry["peak_bytes"] > budget_bytes)
+    least = dict((key, min(list(thread_points(entry).values()) or [int(entry["peak_bytes"])]))
+                 for key, entry in merge_peaks(peaks).items() if key.startswith(prefix))
+    return sorted((key, peak) for key, peak in least.items() if peak > budget_bytes)
 
 
 def budget(config, limit=None, available=None):

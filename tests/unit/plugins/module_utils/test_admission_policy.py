@@ -221,6 +221,12 @@ def test_merge_peaks_own_last_killed_never_replaces_finished_bad_dropped():
     assert "bad.cu" not in merged
 
 
+def test_too_big_counts_a_multi_arch_source_at_its_fewest_measured_threads():
+    peaks = {"t:moe.cu": {"peak_bytes": 40 * GIB, "seconds": 9, "by_threads": {"1": 11 * GIB, "4": 40 * GIB}},
+             "t:big.cu": {"peak_bytes": 30 * GIB, "seconds": 9, "by_threads": {"2": 30 * GIB}}}
+    assert policy.too_big(peaks, 12 * GIB, "t") == [("t:big.cu", 30 * GIB)]
+
+
 def test_too_big_names_the_sources_of_this_tree_above_the_budget():
     peaks = {"t@1:fp8.cu#x": {"peak_bytes": 15 * GIB}, "t@1:small.cu": {"peak_bytes": GIB},
              "other:fp8.cu": {"peak_bytes": 20 * GIB}, "t@1:neg.cu": {"peak_bytes": -5}}
