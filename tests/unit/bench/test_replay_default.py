@@ -36,7 +36,7 @@ def test_the_per_arch_table_is_used_where_it_has_the_pair(tmp_path):
     table = tmp_path / "per_arch.json"
     table.write_text(json.dumps({"objects": [{"source": "a.cu", "arch": "sm_90a", "seconds": 40, "peak_gib": 6},
                                              {"source": "a.cu@sm_80", "arch": "sm_80", "seconds": 8, "peak_gib": 1}]}))
-    multi, measured = replay_default.default_build(sm120, replay_default.load_per_arch(str(table)))
+    multi, measured = replay_default.default_build(sm120, replay_default.load_per_arch(str(table)), 0.25)
     assert measured == 2 and len(multi) == 2 and [m.name for m in multi] == ["a.cu@sm90", "a.cu@sm100"]
     arches = dict(zip(replay_default.ARCHS, multi[0].arches))
     # measured: a whole one-arch compile, its host share (0.25) off; the rest: SM120, host 25 s off
