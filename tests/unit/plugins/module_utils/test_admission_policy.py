@@ -323,6 +323,8 @@ MIB = 1024 ** 2
     ({"1": 300, "2": 200}, 4, 7, 400),                # the 1-thread point (host front end) only floors: 4 x 100
     ({"1": 190, "2": 206, "3": 300}, 5, 7, 488),      # nvcc 13.0, 3 archs, measured here: 18 + 5 x 94
     ({"1": 190, "2": 206, "3": 300}, 1, 7, 190),
+    # the real tree, per_tensor_quant_fp8.cu, seven archs at --threads 1 / 2 / 4 (2.61, 5.19, 10.35 GiB): 18.1 GiB at 7
+    ({"1": 2673, "2": 5315, "4": 10598}, 7, 7, 18522.5),
 ])
 def test_peak_at(points, threads, archs, expected_mib):
     entry = {"peak_bytes": 100 * MIB, "by_threads": dict((t, p * MIB) for t, p in points.items())}
