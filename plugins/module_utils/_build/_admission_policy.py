@@ -298,16 +298,14 @@ def fit_threads(points):
 
 
 def thread_options(peaks, key, top, archs, per_thread_default, margin):
-    """What a compile needs at 1..``top`` nvcc threads: learned, the model's peak x margin; never seen, the default
-    per thread x threads; last killed, at least what it held."""
+    """What a compile needs at 1..``top`` nvcc threads: learned, the model's peak x margin. Never seen (or killed last
+    time) it gets one option, one thread, the default per thread (or at least what it held): cold is safe - a
+    source's per-arch peak may be 15 GiB where the default guesses 5, so t of them side by side are not risked before
+    one has been seen."""
     entry, learned = valid_peak((peaks or {}).get(key)) if key else None, known(peaks, key) is not None
-    options = []
-    for threads in range(1, max(int(top), 1) + 1):
-        need = int(per_thread_default) * threads
-        if entry:
-            need = int(peak_at(entry, threads, archs) * margin) if learned else max(need, int(entry["peak_bytes"] * margin))
-        options.append(need)
-    return options
+    if not learned:
+        return [max(int(per_thread_default), int(entry["peak_bytes"] * margin) if entry else 0)]
+    return [int(peak_at(entry, threads, archs) * margin) for threads in range(1, max(int(top), 1) + 1)]
 
 
 def killed_by_signal(rc):

@@ -335,8 +335,9 @@ def test_thread_options_learned_unseen_and_killed():
     peaks = {"a": {"peak_bytes": 100 * MIB, "seconds": 9, "killed": False, "by_threads": {"1": 100 * MIB, "2": 150 * MIB}},
              "k": {"peak_bytes": 900 * MIB, "seconds": 9, "killed": True}}
     assert policy.thread_options(peaks, "a", 3, 3, 5 * GIB, 1.0) == [100 * MIB, 150 * MIB, 225 * MIB]
-    assert policy.thread_options(peaks, "new", 2, 3, 512 * MIB, 1.0) == [512 * MIB, 1024 * MIB]
-    assert policy.thread_options(peaks, "k", 2, 3, 512 * MIB, 1.0) == [900 * MIB, 1024 * MIB]
+    # never seen, or killed: one thread until it has shown its peak (cold is safe)
+    assert policy.thread_options(peaks, "new", 2, 3, 512 * MIB, 1.0) == [512 * MIB]
+    assert policy.thread_options(peaks, "k", 2, 3, 512 * MIB, 1.0) == [900 * MIB]
 
 
 def test_record_keeps_a_point_per_thread_count():
