@@ -262,9 +262,11 @@ def schedule(config, ledger, room, cpus):
     while True:
         entries = [dict(entry, pid=pid) for pid, entry in ledger.items()]
         running = [e for e in entries if e["state"] == "running"]
-        settled = time.time() - float(config["settle_seconds"])
-        pick = policy.pick_next([e for e in entries if e["state"] == "waiting" and e["since"] <= settled], running,
-                                room, cpus, float(config["margin"]))
+        waiting = [e for e in entries if e["state"] == "waiting"]
+        now, settle = time.time(), float(config["settle_seconds"])
+        if policy.still_arriving(waiting, now, settle):
+            return
+        pick = policy.pick_next([e for e in waiting if e["since"] <= now - settle], running, room, cpus, float(config["margin"]))
         if pick is None:
             return
         entry = ledger[pick["pid"]]
@@ -410,11 +412,10 @@ def run_admitted(config, key, argv, stop):
         started = wait_for_room(config, dict((k, v) for k, v in mine.items() if k != "pid"), mine["pid"],
                                 lambda text: sys.stderr.write(text + "\n"), stopped)
         held, threads = started["bytes"], started.get("threads") if archs > 1 else None
-        argv = policy.with_threads(argv, threads) if threads else argv
         if stopped():
             raise Stopped()
         start = time.time()
-        child = subprocess.Popen(argv, preexec_fn=die_with_parent)
+        child = subprocess.Popen(policy.with_threads(argv, threads) if threads else argv, preexec_fn=die_with_parent)
         stop["child"] = child
         update(config, mine["pid"], lambda entry: entry.update(child=child.pid, child_start=pid_start(child.pid)) or True)
         rc, seen = wait_holding(config, mine, held, child, policy.phases_of(policy.known(peaks, key)), stopped)
