@@ -17,8 +17,9 @@ description:
   - Refuses an unknown setting naming it and the known ones, and a size the collection's size rule refuses (decimal
     units such as V(64GB), a space inside); sizes come back in bytes.
   - Settings - C(state_dir), C(peaks_path), C(root), C(budget_bytes) (null - the build cgroup's limit),
-    C(reserve_bytes), C(default_bytes), C(default_times), C(margin), C(poll_seconds), C(sample_seconds), and those the
-    launcher adds (see its C(DEFAULTS)). A null value keeps the default.
+    C(reserve_bytes), C(default_bytes), C(default_times), C(margin), C(poll_seconds), C(sample_seconds),
+    C(threads_per_source) (bool), C(max_threads), and those the launcher adds (see its C(DEFAULTS)). A null value keeps
+    the default.
 options:
   _input:
     description: The settings to change from the defaults.

@@ -32,6 +32,9 @@ DEFAULTS = {
     "settle_seconds": 0.5,      # the decision waits for this long a lull in arrivals: the compiles ninja starts together queue
                                 # first (at most 10x this long)
     "sample_seconds": 2.0,      # how often a running compile's process tree is measured (a scan of /proc)
+    "threads_per_source": True,  # an nvcc compile of several -gencode targets gets the --threads its learned peaks,
+                                 # the free CPUs and memory allow (its own --threads value is replaced)
+    "max_threads": None,        # at most this many nvcc threads per compile (None: its -gencode count, the CPUs)
 }
 
 
@@ -74,14 +77,16 @@ def flags_id(argv):
 
 
 def threads_of(argv, cpus=1):
-    """The CPUs a compile uses: nvcc's ``--threads N`` / ``-t N`` (0: all of them), else 1."""
-    args = list(argv)
+    """The CPUs a compile uses: nvcc's ``--threads N`` / ``-t N`` (0: all of them), else 1; at most its -gencode
+    count when it names any (nvcc runs one arch's cicc/ptxas per thread, never one arch on two)."""
+    args, archs = list(argv), arch_count(argv)
     for index, arg in enumerate(args):
         name, _sep, value = arg.partition("=")
         if name in ("--threads", "-t"):
             value = value or (args[index + 1] if index + 1 < len(args) else "")
             if value.isdigit():
-                return int(value) or cpus
+                threads = int(value) or cpus
+                return min(threads, archs) if archs else threads
     return 1
 
 
@@ -122,7 +127,9 @@ def valid_entry(pid, entry):
     return (str(pid).isdigit() and isinstance(entry, dict) and entry.get("state") in ("waiting", "running")
             and all(number(entry.get(name)) is not None for name in ("bytes", "since"))
             and all(entry.get(name) is None or number(entry.get(name)) is not None
-                    for name in ("seconds", "started", "child", "threads", "budget", "cpus", "pid_start", "child_start")))
+                    for name in ("seconds", "started", "child", "threads", "budget", "cpus", "pid_start", "child_start"))
+            and (entry.get("options") is None or (isinstance(entry["options"], list) and 0 < len(entry["options"]) <= 1024
+                                                  and all(number(o) is not None for o in entry["options"]))))
 
 
 def known(peaks, key):
@@ -168,22 +175,150 @@ def still_arriving(waiting, now, settle, patience=10):
     return now - newest < settle and now - oldest < patience * settle
 
 
-def pick_next(waiting, running, budget, cpus):
+def pick_next(waiting, running, budget, cpus, margin=1.0):
     """The waiting compile to start now, or None. Each entry: ``bytes``, ``threads``, ``seconds`` (learned, None if
-    not), ``learned`` (it finished before), ``since``; ``budget``/``cpus`` of its own build override the arguments.
+    not), ``learned`` (it finished before), ``since``; ``budget``/``cpus`` of its own build override the arguments;
+    ``options`` (an nvcc compile of several archs): the bytes it needs at 1, 2, ... threads.
 
-    Among those that fit - their bytes beside what runs within the budget, their threads beside the running ones
+    Among those that fit - their ``load`` beside what runs within the budget, their threads beside the running ones
     within the CPUs, no second unlearned one beside an unlearned one - the longest expected first (the longest
-    compiles bound the makespan; ties: first come). With nothing running, the longest waiting always starts."""
-    used = sum(e["bytes"] for e in running)
-    threads = sum(e.get("threads") or 1 for e in running)
-    cold = any(not e.get("learned") for e in running)
-    fits = [e for e in waiting if not running or (
-        used + e["bytes"] <= e.get("budget", budget) and threads + (e.get("threads") or 1) <= e.get("cpus", cpus)
-        and not (cold and not e.get("learned")))]
-    if not fits:
+    compiles bound the makespan; ties: first come). With nothing running, the longest waiting always starts. One
+    with ``options`` comes back as a copy with the ``threads`` and ``bytes`` it starts with (``threads_for``)."""
+    def fits(e, beside):
+        return (load(beside + [e], margin) <= e.get("budget", budget)
+                and sum(b.get("threads") or 1 for b in beside + [e]) <= e.get("cpus", cpus)
+                and not (not e.get("learned") and any(not b.get("learned") for b in beside)))
+
+    fitting = [e for e in waiting if not running or fits(e, list(running))]
+    if not fitting:
         return None
-    return max(fits, key=lambda e: (e.get("seconds") or 0, -e["since"]))
+    pick = max(fitting, key=start_order)
+    if len(pick.get("options") or ()) < 2:
+        return pick
+    # what would start beside it at one thread each (longest first) keeps its CPUs and memory: the rest is its to use
+    beside = list(running) + [pick]
+    for other in sorted((e for e in fitting if e is not pick), key=start_order, reverse=True):
+        if fits(other, beside):
+            beside.append(other)
+    chosen = threads_for(pick["options"], pick.get("budget", budget) - load(beside, margin),
+                         pick.get("cpus", cpus) - sum(b.get("threads") or 1 for b in beside))
+    # a compile longer than the rest of the build spread over the CPUs (or over the memory: learned seconds x bytes
+    # / budget, whichever is longer) bounds the makespan: it takes its threads first (up to seconds / that span),
+    # from what the running ones leave, before the others get theirs
+    span = max(sum((e.get("seconds") or 0) * (e.get("threads") or 1) for e in waiting) / float(pick.get("cpus", cpus)),
+               sum((e.get("seconds") or 0) * e["bytes"] for e in waiting) / float(pick.get("budget", budget)))
+    if span > 0 and (pick.get("seconds") or 0) > span:
+        critical = threads_for(pick["options"][:int(math.ceil(pick["seconds"] / span))],
+                               pick.get("budget", budget) - load(list(running) + [pick], margin),
+                               pick.get("cpus", cpus) - sum(b.get("threads") or 1 for b in list(running) + [pick]))
+        chosen = max(chosen, critical)
+    return dict(pick, threads=chosen, bytes=pick["options"][chosen - 1])
+
+
+def load(entries, margin=1.0):
+    """The memory ``entries`` take together for admission: a learned compile's reservation is its peak x the margin,
+    but the margin is kept once, for the largest (peaks of one source repeat within 1 % run to run; what the margin
+    covers - a seed from another node, a sample that missed the top - is not expected of every compile at once, and
+    a compile that grows past its peak raises its own reservation as it runs); an unlearned one's claim counts whole."""
+    learned = [e["bytes"] / float(margin) for e in entries if e.get("learned")]
+    return (sum(e["bytes"] for e in entries if not e.get("learned")) + sum(learned)
+            + (max(learned) * (margin - 1) if learned else 0))
+
+
+def start_order(entry):
+    """Longest expected first, then first come."""
+    return (entry.get("seconds") or 0, -entry["since"])
+
+
+def threads_for(options, spare_bytes, spare_cpus):
+    """The most threads (1 at least) whose extra bytes over one thread fit ``spare_bytes`` and extra threads
+    ``spare_cpus``."""
+    best = 1
+    for threads in range(2, len(options) + 1):
+        if threads - 1 <= spare_cpus and options[threads - 1] - options[0] <= spare_bytes:
+            best = threads
+    return best
+
+
+# -- nvcc threads per source (issue 29 item 3) ------------------------------------------------------------------------
+_GENCODE = re.compile(r"^(-gencode|--generate-code)(=|$)")
+
+
+def arch_count(argv):
+    """How many -gencode / --generate-code targets a compile has: nvcc --threads runs that many cicc/ptxas side by
+    side at most (it never splits one arch)."""
+    return sum(1 for arg in argv if _GENCODE.match(arg))
+
+
+def is_nvcc(argv):
+    """Whether the compiler (after any cache launcher: ccache nvcc ...) is nvcc."""
+    return any(os.path.basename(arg).startswith("nvcc") for arg in list(argv)[:3])
+
+
+def with_threads(argv, threads):
+    """``argv`` with nvcc's thread count set to ``threads``: every --threads/-t (=N or N) replaced by one, else added
+    at the end (nvcc reads options anywhere; the first words may be a cache launcher)."""
+    args, out, index = list(argv), [], 0
+    while index < len(args):
+        name, sep, _value = args[index].partition("=")
+        if name in ("--threads", "-t"):
+            index += 1 if sep or index + 1 >= len(args) else 2
+            continue
+        out.append(args[index])
+        index += 1
+    return out + ["--threads=%d" % threads]
+
+
+def thread_points(entry):
+    """``{threads: peak_bytes}`` measured for a learned source (by_threads in peaks.json; malformed ones dropped)."""
+    points = (entry or {}).get("by_threads")
+    if not isinstance(points, dict):
+        return {}
+    return dict((int(t), int(p)) for t, p in points.items() if str(t).isdigit() and int(t) >= 1 and number(p, 1))
+
+
+def peak_at(entry, threads, archs):
+    """The expected peak of a learned source at ``threads`` nvcc threads, from the peaks measured at other counts.
+    The model: peak(t) = base + min(t, archs) x per-arch increment - t cicc/ptxas side by side - fitted (least
+    squares, neither part below 0) through the points of 2 threads or more; one point (t0, p0) gives per-arch
+    p0 / t0 and base 0 (an upper bound: the real base is not negative). Measured on nvcc 13.0 (docs/benchmarks.md):
+    at one thread the peak can be the host front end (cudafe++), not cicc, so the 1-thread point only floors the
+    estimate, unless it is the only one. Never below a point measured at fewer threads; below every measured
+    count, the smallest count's peak (the peak does not fall as threads are added). A measured point is used as is."""
+    points = dict((min(t, archs), p) for t, p in thread_points(entry).items()) or {1: int(entry["peak_bytes"])}
+    threads = min(threads, archs)
+    if threads in points:
+        return points[threads]
+    below = [p for t, p in points.items() if t < threads]
+    if not below:
+        return points[min(points)]
+    parallel = dict((t, p) for t, p in points.items() if t >= 2) or points
+    if len(parallel) >= 2:
+        base, per = fit_threads(parallel)
+    else:
+        (count, peak), = parallel.items()
+        base, per = 0.0, peak / float(count)
+    return int(max([base + per * threads] + below))
+
+
+def fit_threads(points):
+    """(base, per-thread increment) of the least-squares line through ``{threads: peak}`` (two or more threads)."""
+    count = float(len(points))
+    mean_t, mean_p = sum(points) / count, sum(points.values()) / count
+    spread = sum((t - mean_t) ** 2 for t in points)
+    per = max(sum((t - mean_t) * (p - mean_p) for t, p in points.items()) / spread, 0.0)
+    return max(mean_p - per * mean_t, 0.0), per
+
+
+def thread_options(peaks, key, top, archs, per_thread_default, margin):
+    """What a compile needs at 1..``top`` nvcc threads: learned, the model's peak x margin. Never seen (or killed last
+    time) it gets one option, one thread, the default per thread (or at least what it held): cold is safe - a
+    source's per-arch peak may be 15 GiB where the default guesses 5, so t of them side by side are not risked before
+    one has been seen."""
+    entry, learned = valid_peak((peaks or {}).get(key)) if key else None, known(peaks, key) is not None
+    if not learned:
+        return [max(int(per_thread_default), int(entry["peak_bytes"] * margin) if entry else 0)]
+    return [int(peak_at(entry, threads, archs) * margin) for threads in range(1, max(int(top), 1) + 1)]
 
 
 def killed_by_signal(rc):
@@ -223,7 +358,7 @@ def tree_members(stats, root):
     return members
 
 
-def record(peaks, key, peak_bytes, seconds, killed, now, phases=None):
+def record(peaks, key, peak_bytes, seconds, killed, now, phases=None, threads=None):
     """The peaks with this compile's measurement: the last measurement wins (sources change); a compile killed by a
     signal (the OOM killer, a back-off) did not finish its peak, so it keeps the larger of this and what was known
     (and is not "learned" until it finishes); one far quicker and smaller than last time is a compiler cache's hit
@@ -241,6 +376,11 @@ def record(peaks, key, peak_bytes, seconds, killed, now, phases=None):
         return peaks
     peaks[key] = {"peak_bytes": peak, "seconds": round(float(seconds), 1), "killed": bool(killed), "at": int(now),
                   "runs": count(previous, "runs") + 1}
+    points = thread_points(previous)
+    if threads and not killed:
+        points[int(threads)] = peak   # the per-threads peaks the model is fitted through (the last one of each wins)
+    if points:
+        peaks[key]["by_threads"] = dict((str(t), p) for t, p in sorted(points.items()))
     if phases and not killed:
         peaks[key]["phases"] = [[name, int(size)] for name, size in phases]
     elif previous.get("phases"):
@@ -266,10 +406,12 @@ def merge_peaks(*tables):
 
 
 def too_big(peaks, budget_bytes, tree=None):
-    """``[(key, peak_bytes)]`` of the learned sources (of ``tree``) that need more than the budget even alone."""
+    """``[(key, peak_bytes)]`` of the learned sources (of ``tree``) that need more than the budget even alone - at
+    the fewest nvcc threads measured (the scheduler may run a multi-arch compile with fewer than last time)."""
     prefix = tree + ":" if tree else ""
-    return sorted((key, int(entry["peak_bytes"])) for key, entry in merge_peaks(peaks).items()
-                  if key.startswith(prefix) and entry["peak_bytes"] > budget_bytes)
+    least = dict((key, min(list(thread_points(entry).values()) or [int(entry["peak_bytes"])]))
+                 for key, entry in merge_peaks(peaks).items() if key.startswith(prefix))
+    return sorted((key, peak) for key, peak in least.items() if peak > budget_bytes)
 
 
 def budget(config, limit=None, available=None):
@@ -330,8 +472,11 @@ def checked_config(settings):
     for name in PATHS + ("tree",):
         if config[name] is not None and not isinstance(config[name], str):
             raise ValueError("%s: %r is not a string" % (name, config[name]))
-    if config["cpus"] is not None and not number(config["cpus"], 1):
-        raise ValueError("cpus: %r is not a number >= 1" % (config["cpus"],))
+    for name in ("cpus", "max_threads"):
+        if config[name] is not None and not number(config[name], 1):
+            raise ValueError("%s: %r is not a number >= 1" % (name, config[name]))
+    if not isinstance(config["threads_per_source"], bool):
+        raise ValueError("threads_per_source: %r is not true or false" % (config["threads_per_source"],))
     seeds = config["seed_peaks"]
     if seeds is not None and not (isinstance(seeds, list) and all(isinstance(p, str) for p in seeds)):
         raise ValueError("seed_peaks: %r is not a list of paths" % (seeds,))
