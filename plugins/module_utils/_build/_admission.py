@@ -363,10 +363,11 @@ def wait_holding(config, mine, held, child, phases, stopped=lambda: None):
                        mine["budget"], mine["cpus"])
 
 
-def learn(config, key, peak, seconds, killed, phases):
+def learn(config, key, peak, seconds, killed, phases, stopped=False):
     peaks_path = config["peaks_path"]
     with Locked(peaks_path + ".lock"):
-        save_json(peaks_path, policy.record(load_json(peaks_path), key, peak, seconds, killed, time.time(), phases))
+        save_json(peaks_path, policy.record(load_json(peaks_path), key, peak, seconds, killed, time.time(), phases,
+                                            stopped=stopped))
 
 
 def die_with_parent():
@@ -414,19 +415,21 @@ def run_admitted(config, key, argv, stop):
         return 128 + stop["signal"]
     finally:
         leave(config, mine["pid"], room, cpus, source=key, rc=rc, seconds=round(seconds, 2))
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
-    learn(config, key, peak, seconds, policy.killed_by_signal(rc), seen)
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024   # its largest process
+    killed = policy.killed_by_signal(rc)
+    if killed:   # what the whole tree held when killed (nvcc + cicc + ...): it needs at least that
+        peak = max([peak] + [size for _name, size in seen])
+    learn(config, key, peak, seconds, killed, seen, stopped=bool(stop["signal"]))
     return 128 - rc if rc < 0 else rc
 
 
 def check(config, out=sys.stdout):
-    """``--check``: the learned sources of this tree that need more than this node's budget, before any build."""
+    """``--check``: the sources of this tree that need more than this node's budget, before any build: learned ones
+    over it, and ones OOM-killed holding a peak that times the margin is over it."""
     room = policy.budget(config, cgroup_limit(), mem_available())
-    big = policy.too_big(node_peaks(config), room, config.get("tree"))
-    message = "the budget of %.1f GiB is below what %s held when compiled" % (room / 1024.0 ** 3, ", ".join(
-        "%s (%.1f GiB)" % (key, peak / 1024.0 ** 3) for key, peak in big)) if big else ""
-    out.write(json.dumps({"budget_bytes": room, "too_big": [{"source": k, "peak_bytes": p} for k, p in big],
-                          "message": message}) + "\n")
+    big = policy.too_big(node_peaks(config), room, config.get("tree"), float(config["margin"]))
+    out.write(json.dumps({"budget_bytes": room, "too_big": [{"source": k, "peak_bytes": p, "oom_killed": o} for k, p, o in big],
+                          "message": policy.too_big_message(big, room)}) + "\n")
     return 0
 
 

@@ -210,11 +210,12 @@ def tree_members(stats, root):
     return members
 
 
-def record(peaks, key, peak_bytes, seconds, killed, now, phases=None):
+def record(peaks, key, peak_bytes, seconds, killed, now, phases=None, stopped=False):
     """The peaks with this compile's measurement: the last measurement wins (sources change); a compile killed by a
     signal (the OOM killer, a back-off) did not finish its peak, so it keeps the larger of this and what was known
-    (and is not "learned" until it finishes); one far quicker and smaller than last time is a compiler cache's hit
-    (the cache launcher runs after this one) and changes nothing learned."""
+    (and is not "learned" until it finishes) - ``stopped`` when a stop asked for it (what it held then says nothing
+    of what it needs); one far quicker and smaller than last time is a compiler cache's hit (the cache launcher runs
+    after this one) and changes nothing learned."""
     peaks = dict(peaks or {})
     if not key:
         return peaks
@@ -228,6 +229,8 @@ def record(peaks, key, peak_bytes, seconds, killed, now, phases=None):
         return peaks
     peaks[key] = {"peak_bytes": peak, "seconds": round(float(seconds), 1), "killed": bool(killed), "at": int(now),
                   "runs": count(previous, "runs") + 1}
+    if killed and stopped:
+        peaks[key]["stopped"] = True
     if phases and not killed:
         peaks[key]["phases"] = [[name, int(size)] for name, size in phases]
     elif previous.get("phases"):
@@ -241,22 +244,53 @@ def count(entry, name):
 
 def merge_peaks(*tables):
     """One peaks table from several (seeds first, this node's own last): valid entries only; a later table's entry
-    wins, except that a killed one never replaces one that finished."""
+    wins, except that a killed one replaces one that finished only when it held more (it was killed past the peak
+    that table knew, so that peak is too low here; killed below it - a stop, a neighbour's OOM - it says nothing)."""
     merged = {}
     for table in tables:
         for key, entry in (table if isinstance(table, dict) else {}).items():
             entry = valid_peak(entry)
             before = merged.get(key)
-            if entry and not (entry.get("killed") and before and not before.get("killed")):
+            if entry and not (entry.get("killed") and before and not before.get("killed")
+                              and entry["peak_bytes"] <= before["peak_bytes"]):
                 merged[key] = entry
     return merged
 
 
-def too_big(peaks, budget_bytes, tree=None):
-    """``[(key, peak_bytes)]`` of the learned sources (of ``tree``) that need more than the budget even alone."""
+def oom_killed(entry):
+    """Whether a peaks entry is a compile the OOM killer (or a back-off's SIGKILL) ended, not one a stop ended."""
+    return bool(entry and entry.get("killed") and not entry.get("stopped"))
+
+
+def too_big(peaks, budget_bytes, tree=None, margin=1.0):
+    """``[(key, peak_bytes, killed)]`` of the sources (of ``tree``) that need more than the budget even alone: a
+    learned one whose peak is over it, and one OOM-killed holding a peak that times the margin is over it (it was
+    killed at that size, so it needs more: the field rerun's fp8_blockwise_gemm_kernel.cu, killed again and again)."""
     prefix = tree + ":" if tree else ""
-    return sorted((key, int(entry["peak_bytes"])) for key, entry in merge_peaks(peaks).items()
-                  if key.startswith(prefix) and entry["peak_bytes"] > budget_bytes)
+    return sorted((key, int(entry["peak_bytes"]), oom_killed(entry)) for key, entry in merge_peaks(peaks).items()
+                  if key.startswith(prefix) and not entry.get("stopped")
+                  and (entry["peak_bytes"] * (margin if entry.get("killed") else 1)) > budget_bytes)
+
+
+def learned_from_oom(before, after):
+    """The keys whose OOM-killed peak ``after`` (a peaks table) learned since ``before``: killed for the first time,
+    or killed again holding more. An OOM that taught the scheduler this needs no fewer jobs; one that taught nothing
+    (the same source killed again at the same peak) is where guarded_build's back-off is the last resort."""
+    found = []
+    for key, entry in sorted((after or {}).items()):
+        old = (before or {}).get(key)
+        if oom_killed(entry) and (not oom_killed(old) or entry["peak_bytes"] > old["peak_bytes"]):
+            found.append(key)
+    return found
+
+
+def too_big_message(big, budget_bytes):
+    """What a person reads for ``too_big``'s answer ('' for none)."""
+    if not big:
+        return ""
+    return "the budget of %.1f GiB is below what these sources need alone: %s" % (budget_bytes / 1024.0 ** 3, ", ".join(
+        ("%s (more than %.1f GiB: OOM-killed holding that)" if killed else "%s (%.1f GiB, held when compiled)")
+        % (key, peak / 1024.0 ** 3) for key, peak, killed in big))
 
 
 def budget(config, limit=None, available=None):

@@ -69,3 +69,22 @@ def with_admission(env, settings, build_dir, source, python=None):
     words = " ".join(shlex.quote("-DCMAKE_%s_COMPILER_LAUNCHER=%s" % (language, joined)) for language in ("CUDA", "CXX", "C"))
     env["CMAKE_ARGS"] = (env.get("CMAKE_ARGS", "") + " " + words).strip()
     return chain
+
+
+def node_peaks(config):
+    """The peaks the launchers of this build read (the seeds, then this node's own), merged; {} without admission."""
+    return _admission.node_peaks(config) if config else {}
+
+
+def refused_sources(config, limit_bytes):
+    """Why the build cannot fit (a message naming each source that needs more than the budget alone: learned over
+    it, or OOM-killed holding a peak that times the margin is over it), or None: said before the first compile and
+    after an OOM, not 26 minutes in."""
+    if not config:
+        return None
+    room = policy.budget(config, limit_bytes)
+    big = policy.too_big(node_peaks(config), room, config.get("tree"), float(config["margin"]))
+    if not big:
+        return None
+    return "admission: %s; give the build more memory (memory_limit)" % policy.too_big_message(big, room)
+

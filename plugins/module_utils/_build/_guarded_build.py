@@ -45,7 +45,13 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._build._build_p
     owner_alive,
     process_start_time,
 )
-from ansible_collections.gpufleet.preflight.plugins.module_utils._build._admission_setup import with_admission
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._admission_setup import (
+    admission_settings,
+    node_peaks,
+    refused_sources,
+    with_admission,
+)
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._admission_policy import learned_from_oom
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build._compiler_cache import BuildCache
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build._confinement import Unavailable, cgroup_name
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build._timeline import Timeline
@@ -130,6 +136,9 @@ class GuardedBuild(AttemptRunner):
             params["environment"])
         env[MARKER_VARIABLE] = self.marker.split("=", 1)[1]  # every process of the build carries it
         with_admission(env, params.get("admission"), self.build_dir, self.source)   # before the cache's launcher
+        # what the launchers read: refused sources before each attempt, what an OOM taught them after it
+        self.admission = None if params.get("admission") is None else admission_settings(
+            params["admission"], self.build_dir, self.source)
         self._compiler_cache(env)
         return env
 
@@ -369,17 +378,24 @@ class GuardedBuild(AttemptRunner):
                 if self.stop_signal is not None:
                     failure = "stopped"
                     break
+                failure = refused_sources(self.admission, self.limit_bytes)   # known before it runs: not run
+                if failure:
+                    break
                 self.write_status(state="running", attempt=attempt, jobs=jobs)
+                before = node_peaks(self.admission)
                 try:
                     outcome = self.run_attempt(attempt, jobs, deadline)
                 except Interrupted as exc:  # between two attempts
                     failure = "the build was interrupted (%s)" % exc
                     break
                 attempts.append(outcome)
+                if self.admission:   # the sources the launchers learned a larger need of from this attempt's OOM
+                    outcome["admission_learned"] = learned_from_oom(before, node_peaks(self.admission))
                 step = outcome["failed_steps"][-1] if outcome["failed_steps"] else None
                 action, jobs, message = engine.decide_next(
                     outcome["kind"], attempt, params["max_attempts"], jobs, why=outcome["why"], failed_step=step,
-                    timeout=params["timeout"], budget_bytes=self.limit_bytes, nvcc_threads=self.nvcc_threads)
+                    timeout=params["timeout"], budget_bytes=self.limit_bytes, nvcc_threads=self.nvcc_threads,
+                    learned=outcome.get("admission_learned"))
                 if action == engine.DONE:
                     break
                 if action == engine.FAIL:

@@ -215,15 +215,42 @@ def test_merge_peaks_own_last_killed_never_replaces_finished_bad_dropped():
     merged = policy.merge_peaks(seed, own, "not a table")
     assert merged["a.cu"]["peak_bytes"] == 8 * GIB          # this node's own measurement wins
     assert merged["b.cu"]["peak_bytes"] == GIB              # what only the seed knows
-    assert merged["c.cu"]["peak_bytes"] == 2 * GIB          # a killed entry never replaces a finished one
+    assert merged["c.cu"]["peak_bytes"] == 2 * GIB          # a killed entry below the finished peak never replaces it
     assert "bad.cu" not in merged
+    # killed here holding more than a seed says it needs: the seed is wrong for this node, the kill wins (the field
+    # rerun started the source the ledger recorded as killed at the seed's smaller peak, and it was killed again)
+    grown = policy.merge_peaks(seed, {"b.cu": {"peak_bytes": 3 * GIB, "seconds": 2, "killed": True}})
+    assert grown["b.cu"]["killed"] and grown["b.cu"]["peak_bytes"] == 3 * GIB
 
 
 def test_too_big_names_the_sources_of_this_tree_above_the_budget():
     peaks = {"t@1:fp8.cu#x": {"peak_bytes": 15 * GIB}, "t@1:small.cu": {"peak_bytes": GIB},
              "other:fp8.cu": {"peak_bytes": 20 * GIB}, "t@1:neg.cu": {"peak_bytes": -5}}
-    assert policy.too_big(peaks, 12 * GIB, "t@1") == [("t@1:fp8.cu#x", 15 * GIB)]
-    assert policy.too_big(peaks, 12 * GIB) == [("other:fp8.cu", 20 * GIB), ("t@1:fp8.cu#x", 15 * GIB)]
+    assert policy.too_big(peaks, 12 * GIB, "t@1") == [("t@1:fp8.cu#x", 15 * GIB, False)]
+    assert policy.too_big(peaks, 12 * GIB) == [("other:fp8.cu", 20 * GIB, False), ("t@1:fp8.cu#x", 15 * GIB, False)]
+
+
+def test_an_oom_killed_source_needs_more_than_it_held_a_stopped_one_says_nothing():
+    """Issue 29 item 7: killed at 11 GiB (x 1.15 margin = 12.65) under a 12 GiB budget it cannot fit alone - refused
+    before the build, not killed again two minutes in; stopped at the same size it is not refused; killed at 6 GiB
+    beside a neighbour it fits alone and is not refused."""
+    peaks = {"t:gemm.cu": {"peak_bytes": 11 * GIB, "seconds": 90, "killed": True},
+             "t:stop.cu": {"peak_bytes": 11 * GIB, "seconds": 90, "killed": True, "stopped": True},
+             "t:beside.cu": {"peak_bytes": 6 * GIB, "seconds": 60, "killed": True}}
+    assert policy.too_big(peaks, 12 * GIB, "t", 1.15) == [("t:gemm.cu", 11 * GIB, True)]
+    message = policy.too_big_message(policy.too_big(peaks, 12 * GIB, "t", 1.15), 12 * GIB)
+    assert message == "the budget of 12.0 GiB is below what these sources need alone: t:gemm.cu (more than 11.0 GiB: OOM-killed holding that)"
+    need, learned = policy.expected_bytes(peaks, "t:beside.cu", GIB, 1.15)
+    assert need == int(6 * GIB * 1.15) and not learned
+
+
+def test_an_oom_that_taught_the_scheduler_is_told_from_one_that_did_not():
+    before = {"a.cu": {"peak_bytes": GIB, "seconds": 5}, "b.cu": {"peak_bytes": 3 * GIB, "killed": True}}
+    after = {"a.cu": {"peak_bytes": 2 * GIB, "seconds": 5, "killed": True},       # killed for the first time
+             "b.cu": {"peak_bytes": 3 * GIB, "killed": True},                     # again, at the same peak
+             "c.cu": {"peak_bytes": GIB, "killed": True, "stopped": True}}        # a stop: nothing learned
+    assert policy.learned_from_oom(before, after) == ["a.cu"]
+    assert policy.learned_from_oom(after, dict(after, **{"b.cu": {"peak_bytes": 4 * GIB, "killed": True}})) == ["b.cu"]
 
 
 def test_a_killed_source_is_not_learned_and_needs_at_least_the_default():
