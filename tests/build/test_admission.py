@@ -289,6 +289,11 @@ def test_an_oom_the_scheduler_learns_from_keeps_the_jobs_and_the_source_is_not_k
     killed = attempts[0]["admission_learned"]
     assert len(killed) == 1 and killed[0].startswith("src/a_heavy_"), attempts
     assert attempts[1]["admission_learned"] == []
+    # the status counts the whole build across the attempts, not attempt 2's own [N/M] of what was left
+    with open(result["status"]) as handle:
+        progress = json.load(handle)["progress"]
+    assert progress["done"] == progress["total"] == attempts[0]["progress"]["total"] > attempts[1]["progress"]["total"], (
+        progress, attempts)
     peaks = json.loads(own.read_text())
     # it finished in attempt 2 (learned now), after it had been killed holding far more than the seed's 60 MiB
     assert peaks[killed[0]]["runs"] == 2 and not peaks[killed[0]]["killed"] and peaks[killed[0]]["peak_bytes"] >= 250 * MIB

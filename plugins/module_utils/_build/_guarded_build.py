@@ -54,7 +54,7 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._build._admissi
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build._admission_policy import learned_from_oom
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build._compiler_cache import BuildCache
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build._confinement import Unavailable, cgroup_name
-from ansible_collections.gpufleet.preflight.plugins.module_utils._build._timeline import Timeline
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._timeline import EtaSmoother, Timeline, overall_progress
 from ansible_collections.gpufleet.preflight.plugins.module_utils._facts._cpus import collect_cpus
 from ansible_collections.gpufleet.preflight.plugins.module_utils._facts._memory import collect_memory
 from ansible_collections.gpufleet.preflight.plugins.module_utils._human import human
@@ -334,6 +334,11 @@ class GuardedBuild(AttemptRunner):
         if problem:
             self.warnings.append(problem + " (replaced by this run's)")
         self.started = time.time()
+        # the steps of the whole build: a resume of a run that did not finish counts on from its total
+        carried = (previous or {}).get("steps_total") if isinstance(previous, dict) else None
+        self.steps_total = carried if isinstance(carried, int) and not isinstance(carried, bool) and carried > 0 \
+            and previous.get("state") != "succeeded" else None
+        self.run_counted, self.eta = None, EtaSmoother()
         self.status = {"state": "starting", "name": self.name, "log": self.log_path, "build_dir": self.build_dir,
                        "run_id": self.run_id, "module_pid": os.getpid(), "module_start_time": self.module_start_time,
                        "build_marker": self.marker, "max_attempts": self.params["max_attempts"],
@@ -427,7 +432,8 @@ class GuardedBuild(AttemptRunner):
         if failure is None:
             result.update(changed=True, msg="built in %d attempt%s, final jobs=%d" % (
                 len(attempts), "" if len(attempts) == 1 else "s", result["final_jobs"]))
-            self.write_status(state="succeeded", message=result["msg"], progress=attempts[-1]["progress"],
+            self.write_status(state="succeeded", message=result["msg"], eta_seconds=0.0,
+                              progress=overall_progress(attempts[-1]["progress"], self.steps_total)[0],
                               peak_memory_bytes=peak, duration=duration)
             try:
                 state.write_json_atomic(self.stamp_path, {
