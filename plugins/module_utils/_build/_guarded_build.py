@@ -93,6 +93,7 @@ class GuardedBuild(AttemptRunner):
         self.run_id = params.get("run_id") or new_run_id()
         self.module_start_time = process_start_time(os.getpid()) or 0
         self.marker = marker_value(self.run_id, os.getpid(), self.module_start_time)
+        self.steps_total, self.run_counted, self.eta = None, None, EtaSmoother()   # progress of the whole build
 
     # -- validation and planning, before anything runs
     def prepare(self):
