@@ -87,4 +87,3 @@ def refused_sources(config, limit_bytes):
     if not big:
         return None
     return "admission: %s; give the build more memory (memory_limit)" % policy.too_big_message(big, room)
-
