@@ -247,3 +247,23 @@ def test_a_policy_that_cannot_fit_is_refused_at_install(cluster, tmp_path):
     assert "gpu_timeout: 61.0 s cannot fit the health check's 50.0 s deadline (schedule slurm)" in result.stdout, \
         result.stdout[-3000:]
     assert not os.path.exists(str(tmp_path / "lib"))
+
+
+def test_a_hung_gpu_probe_is_named_within_the_deadline_and_drains_nothing(installed, slurmd_runs_nothing):
+    """Issue 30: the program as installed, on an HGX H100 pair whose `nvidia-smi -q` hangs (the stand-in sleeps
+    120 s) under a 2 s probe timeout and a 12 s deadline: the run ends in time, ready (exit 0, so slurmd drains
+    nothing), and names the probe that did not answer."""
+    cluster = slurmd_runs_nothing
+    node = cluster.fleet["node2"]
+    install_gpus(node, scenario="h100_x2_nvswitch", files={"sleep-q": "120"})
+    config = write_config(installed, cluster, "gpu-hung-probe.json", deadline_seconds=12, policy=dict(
+        POLICY, profiles=["gpu"], expected_gpus=2, compute_capability="9.0", check_fabric=True,
+        check_gpu_recovery=True, gpu_probe_timeout=2))
+    started = time.monotonic()
+    ran = node.run("sh %s --mode check --config %s" % (installed["health_check_program"], config), timeout=40)
+    took = time.monotonic() - started
+    node.dirty = False
+    TIMINGS["health_check_hung_probe_took_seconds"] = took
+    assert ran.rc == 0 and took < 12, (took, ran)
+    assert ran.stdout.startswith("ready"), ran
+    assert "nvidia-smi -q did not answer within 2.0s" in ran.stdout, ran
