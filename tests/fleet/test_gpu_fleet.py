@@ -218,3 +218,53 @@ def test_each_query_fault_flags_only_its_node_in_reports_console_and_metrics(fre
     node1 = dict((c["name"], c) for c in hosts["node1"]["checks"])
     for name in ("pcie_link", "gpu_temperature", "clock_events", "persistence_mode", "mig_mode", "gpu_recovery"):
         assert node1[name]["status"] == "ok", (name, node1[name])
+
+
+def kmsg_with_xid(code, text):
+    """The host's kernel ring buffer as /dev/kmsg gives it, plus one NVIDIA Xid record a minute old on GPU 0."""
+    with open("/proc/uptime") as handle:
+        usec = int((float(handle.read().split()[0]) - 60) * 1e6)
+    return "3,999999,%d,-;NVRM: Xid (PCI:0000:1b:00): %d, pid=1234, name=python3, %s\n" % (usec, code, text)
+
+
+def test_xid_by_class_flags_only_the_node_whose_gpu_needs_a_reset(fresh_fleet, tmp_path):
+    """Xid by class (issue 30) on the fleet: each node's /dev/kmsg is its own (a file bind-mounted inside the node).
+    node2: Xid 79 (fallen off the bus: reset or reboot); node3: Xid 13 (an application's error: the job's business,
+    not the node's). Only node2 is flagged, with the class's words, the GPU and the action."""
+    fleet = fresh_fleet(3)
+    logs = {"node2": kmsg_with_xid(79, "GPU has fallen off the bus."),
+            "node3": kmsg_with_xid(13, "Graphics SM Warp Exception on (GPC 0, TPC 0, SM 0): Out Of Range Address")}
+    for node in fleet.nodes:
+        install_gpus(node)
+        if node.name in logs:
+            path = os.path.join(fleet.dir, "kmsg-%s" % node.name)
+            with open(path, "w") as handle:
+                handle.write(logs[node.name])
+            node.dirty = True
+            node.run("mount --bind %s /dev/kmsg" % path, check=True)
+            seen = node.run("timeout 5 head -c 65536 /dev/kmsg").stdout
+            assert "Xid (PCI:0000:1b:00)" in seen, seen  # the node reads its own log, not the host's
+
+    result = run_playbook(PLAYBOOK, fleet.inventory_path, extra_vars={
+        "preflight_profiles": ["gpu"],
+        "preflight_min_available_memory": "1GiB",
+        "preflight_report_dir": str(tmp_path),
+    })
+    assert "Traceback" not in result.stdout + result.stderr
+    with open(os.path.join(str(tmp_path), "preflight.json")) as handle:
+        hosts = json.load(handle)["hosts"]
+    failed = dict((name, entry["failed_checks"]) for name, entry in hosts.items() if entry["status"] != "ready")
+    assert failed == {"node2": ["fatal_xid"]}, json.dumps(dict((n, hosts[n]["reason"]) for n in hosts), indent=1)
+    reason = hosts["node2"]["reason"]
+    assert "Xid 79" in reason and "GPU has fallen off the bus" in reason and "reboot the node" in reason, reason
+    assert "GPU 0 (00000000:1B:00.0, NVIDIA RTX PRO 6000 Blackwell Server Edition" in reason, reason
+    assert "fatal_xid" in result.stdout
+    node3 = dict((c["name"], c) for c in hosts["node3"]["checks"])
+    assert node3["fatal_xid"]["status"] == "ok", node3["fatal_xid"]
+    # The same Xid 13 fails where the policy counts application errors too: the record was read, and judged by class.
+    strict = run_playbook(PLAYBOOK, fleet.inventory_path, extra_vars={
+        "preflight_profiles": ["gpu"], "preflight_min_available_memory": "1GiB", "preflight_report_dir": str(tmp_path),
+        "preflight_xid_fail_actions": ["restart_app", "reset_gpu", "reboot", "contact_support"]}, args=["--limit", "node3"])
+    with open(os.path.join(str(tmp_path), "preflight.json")) as handle:
+        node3 = json.load(handle)["hosts"]["node3"]
+    assert node3["failed_checks"] == ["fatal_xid"] and "Xid 13" in node3["reason"], (node3["reason"], strict.stdout[-2000:])
