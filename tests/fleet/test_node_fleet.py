@@ -106,3 +106,39 @@ def test_a_lost_cpu_and_lost_memory_flag_only_their_node(fresh_fleet, tmp_path):
     for name in ("node1", "node4"):
         checks = dict((c["name"], c["status"]) for c in hosts[name]["checks"])
         assert checks["cpu_topology"] == "ok" and checks["physical_memory"] == "ok", checks
+
+
+NODE_FIXTURES = os.path.join(REPO_ROOT, "tests", "unit", "plugins", "module_utils", "fixtures", "node")
+
+
+def test_an_infiniband_port_down_flags_only_its_node(fresh_fleet, tmp_path):
+    """ib_ports on the fleet: every node sees its own /sys/class (a tmpfs inside the node) holding a captured HGX
+    node's four HCAs: all NDR and ACTIVE, except node2's, which has mlx5_1 DOWN and mlx5_3 INIT (the degraded capture).
+    Only node2 is flagged, naming the ports."""
+    fleet = fresh_fleet(3)
+    for node in fleet.nodes:
+        capture = "hgx_degraded" if node.name == "node2" else "hgx_ndr"
+        node.dirty = True
+        node.run("mount -t tmpfs gpufleet-sysclass /sys/class && cp -r %s /sys/class/"
+                 % os.path.join(NODE_FIXTURES, capture, "sys", "class", "infiniband"), check=True)
+
+    result = run_playbook(PLAYBOOK, fleet.inventory_path, extra_vars={
+        "preflight_profiles": ["node"],
+        "preflight_required_mounts": [],
+        "preflight_scratch_paths": [],
+        "preflight_required_services": [],
+        "preflight_require_clock_sync": False,
+        "preflight_min_available_memory": "1MiB",
+        "preflight_max_build_processes": 100,
+        "preflight_report_dir": str(tmp_path),
+    })
+    assert "Traceback" not in result.stdout + result.stderr
+    with open(os.path.join(str(tmp_path), "preflight.json")) as handle:
+        hosts = json.load(handle)["hosts"]
+    failed = dict((name, entry["failed_checks"]) for name, entry in hosts.items() if entry["status"] != "ready")
+    assert failed == {"node2": ["ib_ports"]}, json.dumps(dict((n, hosts[n]["reason"]) for n in hosts), indent=1)
+    assert "mlx5_1 port 1 is DOWN" in hosts["node2"]["reason"], hosts["node2"]["reason"]
+    assert "ib_ports" in result.stdout
+    for name in ("node1", "node3"):
+        checks = dict((c["name"], c["status"]) for c in hosts[name]["checks"])
+        assert checks["ib_ports"] == "ok", checks
