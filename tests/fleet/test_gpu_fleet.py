@@ -179,9 +179,9 @@ def test_each_query_fault_flags_only_its_node_in_reports_console_and_metrics(fre
                   "is slowed by hw_slowdown"),
         "node4": ("persistence_mode", {"query-gpu.csv": h100_rows(1, persistence_mode="Disabled")}, "persistence mode off"),
         "node5": ("mig_mode", {"query-gpu.csv": h100_rows(1, **{"mig.mode.current": "Enabled"})}, "MIG enabled"),
-        "node6": ("pcie_link", {"query-gpu.csv": h100_rows(1, **{"pcie.link.gen.current": 3, "utilization.gpu": 90,
-                                                                  "clocks_event_reasons.active": "0x0000000000000000"})},
-                  "runs at gen 3 under load, below its max gen 5"),
+        "node6": ("pcie_link", {"query-gpu.csv": h100_rows(1, **{
+            "pcie.link.gen.current": 3, "utilization.gpu": 90, "clocks_event_reasons.active": "0x0000000000000000"})},
+            "runs at gen 3 under load, below its max gen 5"),
         "node7": ("gpu_recovery", {"q.txt": reset}, "says reset required"),
     }
     textdir = os.path.join(str(tmp_path), "metrics")

@@ -288,8 +288,8 @@ def test_a_gpu_fault_drains_with_the_gpu_and_the_fault_in_the_reason(installed, 
     stuck = q[:second] + q[second:].replace("State                             : Completed",
                                             "State                             : In Progress", 1)
     policy = dict(POLICY, profiles=["gpu"], expected_gpus=2, compute_capability="9.0", check_fabric=True)
-    program = "sh %s --mode slurm --config %s" % (installed["health_check_program"],
-                                                 write_config(installed, cluster, "gpu-fabric.json", policy=policy))
+    config = write_config(installed, cluster, "gpu-fabric.json", policy=policy)
+    program = "sh %s --mode slurm --config %s" % (installed["health_check_program"], config)
     install_gpus_alone(node, scenario="h100_x2_nvswitch", files={"q.txt": stuck})
     drained = node.run(program)
     assert drained.rc == 1, drained

@@ -149,7 +149,6 @@ def test_each_fault_is_flagged_by_its_check(scenario, change, over, check, statu
     assert words in entry["message"], entry["message"]
 
 
-
 @pytest.mark.parametrize("scenario, change, over, check, words", [row[:4] + row[5:] for row in FAULTS if row[4] == "failed"])
 def test_each_fault_fits_the_slurm_reason_and_the_npd_line(scenario, change, over, check, words, tmp_path_factory):
     """What slurmd and node-problem-detector show says which GPU (by bus id) and what is wrong, never cut inside the
@@ -164,6 +163,7 @@ def test_each_fault_fits_the_slurm_reason_and_the_npd_line(scenario, change, ove
     line = _health_check.first_line(False, [entry], "")
     assert line.startswith("not ready: %s: " % entry["name"]) and len(line) <= 80, line
     assert line[len("not ready: %s: " % entry["name"]):][:40].rstrip(".") in reason, (line, reason)
+
 
 def test_probe_checks_are_off_by_default_so_no_probe_runs():
     defaults = _policy_validation.validate_policy(table.defaults())

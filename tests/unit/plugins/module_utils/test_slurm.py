@@ -175,7 +175,6 @@ def test_reason_names_the_real_cause():
         "effective available memory 1Gi is below the 8Gi required"
 
 
-
 @pytest.mark.parametrize("message, short", [
     ("GPU 1 (00000000:2A:00.0, NVIDIA H100 80GB HBM3, serial 1654123038646, GPU-dd3b269a-8f3a-d2d5-1518-2713ba03fcf7) "
      "has fabric state In Progress: start it", "GPU 1 (00000000:2A:00.0) has fabric state In Progress"),
@@ -189,6 +188,7 @@ def test_a_gpu_is_named_by_its_bus_id_so_the_fault_fits_the_reason(message, shor
     assert _slurm.cause(message) == short
     assert _slurm.short_message(message) == short
     assert _slurm.drain_reason("gpufleet:", [dict(name="fabric", message=message)]) == "gpufleet: fabric: " + short
+
 
 def test_reason_kept_while_the_same_checks_fail(tmp_path):
     slurm = FakeSlurm()
