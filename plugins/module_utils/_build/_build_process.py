@@ -95,10 +95,17 @@ def reap_orphans():
 
 
 def released():
+    """True once stdin closed; a line on it is the module's stop request, kept in the pipe if the build had not
+    started yet, so a stop never misses a build that starts after it."""
     ready = select.select([0, wake_r], [], [], 5.0)[0]
     if wake_r in ready:
         os.read(wake_r, 512)
-    return 0 in ready and not os.read(0, 512)
+    if 0 not in ready:
+        return False
+    request = os.read(0, 512)
+    if request:
+        end_build()
+    return not request
 
 
 def tell(line):
@@ -275,7 +282,15 @@ class BuildProcess(object):
     def kill(self):
         """End the build, never its holder: the holder is the guard of what the build left outside its session
         (``setsid`` daemons, carrying the marker) until the module releases it, or dies. Killing it too left those
-        running for good when the module was killed before its own sweep (issue 28 item 10)."""
+        running for good when the module was killed before its own sweep (issue 28 item 10).
+
+        The request on the holder's stdin reaches a build the holder has not started yet (a loaded node starts
+        Python slowly); the session kill reaches a build whose holder no longer reads."""
+        try:
+            self.process.stdin.write(b"stop\n")
+            self.process.stdin.flush()
+        except (IOError, OSError, ValueError):  # the holder is gone or released: nothing left to ask
+            pass
         return kill_session(self.pgid, spare=(self.pgid,))
 
     def release(self):

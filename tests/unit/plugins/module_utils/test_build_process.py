@@ -64,6 +64,16 @@ def test_the_build_runs_in_its_own_session_and_kill_ends_the_whole_group(tmp_pat
     assert not _group_survivors(build.pgid), "SIGKILL reached every process of the build's group"
 
 
+def test_a_kill_before_the_holder_started_the_build_still_ends_it(tmp_path):
+    """A stop asked while the holder is still starting (a loaded node): the build it starts next is ended."""
+    build, log = start(tmp_path, ["/bin/sh", "-c", "sleep 60"])
+    build.kill()  # at once: the holder has not started the build yet
+    assert wait_end(build) == 137
+    assert build.release() == 137
+    log.close()
+    assert not _group_survivors(build.pgid)
+
+
 def _group_survivors(pgid, seconds=5):
     """Live members of ``pgid``, polled: SIGKILL is delivered asynchronously, a loaded node takes a moment."""
     deadline = time.time() + seconds
