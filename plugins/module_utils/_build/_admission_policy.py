@@ -405,6 +405,20 @@ def merge_peaks(*tables):
     return merged
 
 
+def merge_fleet_peaks(*tables):
+    """The fleet's peaks from every node's peaks.json (the controller's merge, seeding the next build): valid entries
+    only, as the launcher reads them; per key the largest finished peak (the safe seed), a killed one only where no
+    node finished the source."""
+    merged = {}
+    for table in tables:
+        for key, entry in (table if isinstance(table, dict) else {}).items():
+            entry, before = valid_peak(entry), merged.get(key)
+            if entry and isinstance(key, str) and (not before or (not entry.get("killed"), entry["peak_bytes"])
+                                                   > (not before.get("killed"), before["peak_bytes"])):
+                merged[key] = entry
+    return merged
+
+
 def too_big(peaks, budget_bytes, tree=None):
     """``[(key, peak_bytes)]`` of the learned sources (of ``tree``) that need more than the budget even alone - at
     the fewest nvcc threads measured (the scheduler may run a multi-arch compile with fewer than last time)."""
