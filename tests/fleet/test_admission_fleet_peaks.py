@@ -81,4 +81,9 @@ def test_peaks_learned_on_node1_seed_node2(fresh_fleet, tmp_path):
     assert not cold.get("failed") and len(cold_starts) == 12 and not any(row["learned"] for row in cold_starts)
     # node2 sent its own peaks back: the fleet's table now has both nodes'
     assert (tmp_path / "controller" / "nodes" / "node2.json").is_file()
-    print("seconds: seeded %.1f cold %.1f" % (result.get("duration") or -1, cold.get("duration") or -1))
+    build(fleet, work, str(compiler), "node1", "warm")   # node1 again, from its own peaks: the warm comparison
+    warm, warm_starts = outcome(work, "node1", "warm")
+    assert not warm.get("failed") and oom_kills(warm) == 0 and all(row["learned"] for row in warm_starts)
+    print("seconds: cold learn %.1f seeded %.1f cold %.1f warm %.1f; OOM kills %d %d %d %d" % tuple(
+        [one.get("duration") or -1 for one in (outcome(work, "node1", "learn")[0], result, cold, warm)]
+        + [oom_kills(one) for one in (outcome(work, "node1", "learn")[0], result, cold, warm)]))
