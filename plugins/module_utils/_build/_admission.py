@@ -34,12 +34,14 @@ import tempfile
 import time
 
 try:    # in the collection
+    from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _admission_settings as settings_rule
     from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _admission_policy as policy
-except ImportError:     # beside the build: the role copies both files
+except ImportError:     # beside the build: the role copies the three files
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import _admission_settings as settings_rule  # pylint: disable=import-error
     import _admission_policy as policy  # pylint: disable=import-error
 
-DEFAULTS = policy.DEFAULTS
+DEFAULTS = settings_rule.DEFAULTS
 
 
 # -- the node -------------------------------------------------------------------------------------------------------
@@ -223,17 +225,7 @@ def load_config(path):
     settings = load_json(path)
     if not settings and not os.path.isfile(path):
         raise ValueError("%s is not a readable regular file" % path)
-    config = policy.checked_config(settings)
-    config["per_thread_bytes"] = config["default_bytes"] or DEFAULTS["default_bytes"]
-    config["default_bytes"] = config["per_thread_bytes"] * int(config["default_times"])
-    for name in policy.PATHS:
-        if config.get(name):
-            config[name] = os.path.expanduser(config[name])
-    if not config.get("state_dir"):
-        config["state_dir"] = os.path.dirname(os.path.abspath(path))
-    if not config.get("peaks_path"):
-        config["peaks_path"] = os.path.join(config["state_dir"], "peaks.json")
-    return config
+    return settings_rule.launcher_config(settings, os.path.dirname(os.path.abspath(path)))
 
 
 # -- the launcher ---------------------------------------------------------------------------------------------------
@@ -367,10 +359,11 @@ def wait_holding(config, mine, held, child, phases, stopped=lambda: None):
                        mine["budget"], mine["cpus"])
 
 
-def learn(config, key, peak, seconds, killed, phases, threads=None):
+def learn(config, key, peak, seconds, killed, phases, threads=None, stopped=False):
     peaks_path = config["peaks_path"]
     with Locked(peaks_path + ".lock"):
-        save_json(peaks_path, policy.record(load_json(peaks_path), key, peak, seconds, killed, time.time(), phases, threads))
+        save_json(peaks_path, policy.record(load_json(peaks_path), key, peak, seconds, killed, time.time(), phases,
+                                            threads, stopped=stopped))
 
 
 def die_with_parent():
@@ -394,7 +387,7 @@ def run_admitted(config, key, argv, stop):
     peaks = node_peaks(config)
     need, learned = policy.expected_bytes(peaks, key, config["default_bytes"], float(config["margin"]))
     cpus = int(config.get("cpus") or cpu_count())
-    room = policy.budget(config, cgroup_limit(), mem_available())
+    room = settings_rule.budget(config, cgroup_limit(), mem_available())
     mine = {"state": "waiting", "bytes": need, "source": key, "since": time.time(), "seconds": policy.expected_seconds(peaks, key),
             "threads": policy.threads_of(argv[1:], cpus), "learned": learned, "budget": room, "cpus": cpus, "pid": os.getpid(),
             "pid_start": pid_start(os.getpid())}
@@ -424,20 +417,20 @@ def run_admitted(config, key, argv, stop):
         return 128 + stop["signal"]
     finally:
         leave(config, mine["pid"], room, cpus, source=key, rc=rc, seconds=round(seconds, 2))
-    # nvcc --threads runs cicc/ptxas side by side: the tree's sampled sum can pass the largest one process held
+    # nvcc --threads runs cicc/ptxas side by side, and a killed compile needs at least what its whole tree held: the
+    # tree's sampled sum can pass the largest one process held
     peak = max([resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024] + [size for _name, size in seen])
-    learn(config, key, peak, seconds, policy.killed_by_signal(rc), seen, threads)
+    learn(config, key, peak, seconds, policy.killed_by_signal(rc), seen, threads, stopped=bool(stop["signal"]))
     return 128 - rc if rc < 0 else rc
 
 
 def check(config, out=sys.stdout):
-    """``--check``: the learned sources of this tree that need more than this node's budget, before any build."""
-    room = policy.budget(config, cgroup_limit(), mem_available())
-    big = policy.too_big(node_peaks(config), room, config.get("tree"))
-    message = "the budget of %.1f GiB is below what %s held when compiled" % (room / 1024.0 ** 3, ", ".join(
-        "%s (%.1f GiB)" % (key, peak / 1024.0 ** 3) for key, peak in big)) if big else ""
-    out.write(json.dumps({"budget_bytes": room, "too_big": [{"source": k, "peak_bytes": p} for k, p in big],
-                          "message": message}) + "\n")
+    """``--check``: the sources of this tree that need more than this node's budget, before any build: learned ones
+    over it, and ones OOM-killed holding a peak that times the margin is over it."""
+    room = settings_rule.budget(config, cgroup_limit(), mem_available())
+    big = policy.too_big(node_peaks(config), room, config.get("tree"), float(config["margin"]))
+    out.write(json.dumps({"budget_bytes": room, "too_big": [{"source": k, "peak_bytes": p, "oom_killed": o} for k, p, o in big],
+                          "message": policy.too_big_message(big, room)}) + "\n")
     return 0
 
 

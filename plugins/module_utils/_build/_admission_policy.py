@@ -1,9 +1,10 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet.preflight contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The admission launcher's pure side (plugins/module_utils/_build/_admission.py): its settings and their checks, the
-keys of a compile, the peaks it learns and merges, and the scheduler's one decision (``pick_next``), which
-bench/replay.py imports to model the policy. Stdlib only, no I/O: the role copies this file beside the launcher."""
+"""The admission launcher's pure side (plugins/module_utils/_build/_admission.py): the keys of a compile, the peaks it
+learns and merges, nvcc threads per source, and the scheduler's one decision (``pick_next``), which bench/replay.py
+imports to model the policy. Its settings are _admission_settings.py's. Stdlib only, no I/O: the role copies both files
+beside the launcher."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -14,28 +15,15 @@ import math
 import os
 import re
 import signal
+import sys
+
+try:    # in the collection
+    from ansible_collections.gpufleet.preflight.plugins.module_utils._build._admission_settings import number
+except ImportError:     # beside the build: the launcher's folder is on sys.path
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from _admission_settings import number  # pylint: disable=import-error
 
 SOURCE_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx", ".c", ".C", ".c++")
-DEFAULTS = {
-    "state_dir": None,          # ledger.json + ledger.lock + ledger.log: one per node, so builds share the budget
-    "peaks_path": None,         # peaks.json (node-local, shared by the builds of this node)
-    "seed_peaks": None,         # peaks files of other nodes (read only): what this node has not measured itself
-    "root": None,               # project source root: keys are paths relative to it
-    "tree": None,               # the tree's identity (name, version, archs): keys of different trees never mix
-    "budget_bytes": None,       # None: the cgroup's memory limit (else MemAvailable at start)
-    "reserve_bytes": 512 * 1024 ** 2,   # ninja, cmake, pip and the page cache inside the cgroup
-    "default_bytes": 5 * 1024 ** 3,     # a source never seen: memory per nvcc thread ...
-    "default_times": 1,                 # ... x nvcc threads
-    "margin": 1.15,
-    "cpus": None,               # None: the CPUs this process may run on
-    "poll_seconds": 0.5,        # a waiting compile looks at the ledger's inode this often, decides at least 4x slower
-    "settle_seconds": 0.5,      # the decision waits for this long a lull in arrivals: the compiles ninja starts together queue
-                                # first (at most 10x this long)
-    "sample_seconds": 2.0,      # how often a running compile's process tree is measured (a scan of /proc)
-    "threads_per_source": True,  # an nvcc compile of several -gencode targets gets the --threads its learned peaks,
-                                 # the free CPUs and memory allow (its own --threads value is replaced)
-    "max_threads": None,        # at most this many nvcc threads per compile (None: its -gencode count, the CPUs)
-}
 
 
 # -- keys, peaks, the decision -------------------------------------------------------------------------------------------------
@@ -90,17 +78,6 @@ def threads_of(argv, cpus=1):
     return 1
 
 
-NUMBER_CEILING = 2 ** 63   # no size, pid, time or count this file reads comes near it; above it, margin x peak overflows
-
-
-def number(value, low=0):
-    """``value`` when it is a finite real number >= ``low`` and below ``NUMBER_CEILING`` (not a bool, not a string),
-    else None: a 400-digit integer in a planted peaks file or ledger (valid JSON) is dropped, never an OverflowError."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
-        return None
-    return value if low <= value < NUMBER_CEILING else None
 
 
 def valid_peak(entry):
@@ -358,11 +335,12 @@ def tree_members(stats, root):
     return members
 
 
-def record(peaks, key, peak_bytes, seconds, killed, now, phases=None, threads=None):
+def record(peaks, key, peak_bytes, seconds, killed, now, phases=None, threads=None, stopped=False):
     """The peaks with this compile's measurement: the last measurement wins (sources change); a compile killed by a
     signal (the OOM killer, a back-off) did not finish its peak, so it keeps the larger of this and what was known
-    (and is not "learned" until it finishes); one far quicker and smaller than last time is a compiler cache's hit
-    (the cache launcher runs after this one) and changes nothing learned."""
+    (and is not "learned" until it finishes) - ``stopped`` when a stop asked for it (what it held then says nothing
+    of what it needs); one far quicker and smaller than last time is a compiler cache's hit (the cache launcher runs
+    after this one) and changes nothing learned."""
     peaks = dict(peaks or {})
     if not key:
         return peaks
@@ -381,6 +359,8 @@ def record(peaks, key, peak_bytes, seconds, killed, now, phases=None, threads=No
         points[int(threads)] = peak   # the per-threads peaks the model is fitted through (the last one of each wins)
     if points:
         peaks[key]["by_threads"] = dict((str(t), p) for t, p in sorted(points.items()))
+    if killed and stopped:
+        peaks[key]["stopped"] = True
     if phases and not killed:
         peaks[key]["phases"] = [[name, int(size)] for name, size in phases]
     elif previous.get("phases"):
@@ -394,13 +374,15 @@ def count(entry, name):
 
 def merge_peaks(*tables):
     """One peaks table from several (seeds first, this node's own last): valid entries only; a later table's entry
-    wins, except that a killed one never replaces one that finished."""
+    wins, except that a killed one replaces one that finished only when it held more (it was killed past the peak
+    that table knew, so that peak is too low here; killed below it - a stop, a neighbour's OOM - it says nothing)."""
     merged = {}
     for table in tables:
         for key, entry in (table if isinstance(table, dict) else {}).items():
             entry = valid_peak(entry)
             before = merged.get(key)
-            if entry and not (entry.get("killed") and before and not before.get("killed")):
+            if entry and not (entry.get("killed") and before and not before.get("killed")
+                              and entry["peak_bytes"] <= before["peak_bytes"]):
                 merged[key] = entry
     return merged
 
@@ -419,79 +401,43 @@ def merge_fleet_peaks(*tables):
     return merged
 
 
-def too_big(peaks, budget_bytes, tree=None):
-    """``[(key, peak_bytes)]`` of the learned sources (of ``tree``) that need more than the budget even alone - at
-    the fewest nvcc threads measured (the scheduler may run a multi-arch compile with fewer than last time)."""
+def oom_killed(entry):
+    """Whether a peaks entry is a compile the OOM killer (or a back-off's SIGKILL) ended, not one a stop ended."""
+    return bool(entry and entry.get("killed") and not entry.get("stopped"))
+
+
+def too_big(peaks, budget_bytes, tree=None, margin=1.0):
+    """``[(key, peak_bytes, killed)]`` of the sources (of ``tree``) that need more than the budget even alone: a
+    learned one whose peak - at the fewest nvcc threads measured: the scheduler may run a multi-arch compile with
+    fewer than last time - is over it, and one OOM-killed holding a peak that times the margin is over it (it was
+    killed at that size, so it needs more: the field rerun's fp8_blockwise_gemm_kernel.cu, killed again and again)."""
     prefix = tree + ":" if tree else ""
-    least = dict((key, min(list(thread_points(entry).values()) or [int(entry["peak_bytes"])]))
-                 for key, entry in merge_peaks(peaks).items() if key.startswith(prefix))
-    return sorted((key, peak) for key, peak in least.items() if peak > budget_bytes)
+    found = []
+    for key, entry in merge_peaks(peaks).items():
+        if not key.startswith(prefix) or entry.get("stopped"):
+            continue
+        least = min(list(thread_points(entry).values()) or [int(entry["peak_bytes"])])
+        if least * (margin if entry.get("killed") else 1) > budget_bytes:
+            found.append((key, int(least), oom_killed(entry)))
+    return sorted(found)
 
 
-def budget(config, limit=None, available=None):
-    """The bytes compiles may reserve together: the configured budget and the cgroup limit (the smaller), less the
-    reserve; without either, what is available now."""
-    candidates = [b for b in (config.get("budget_bytes"), limit) if b]
-    base = min(candidates) if candidates else (available or 0)
-    return max(int(base) - int(config.get("reserve_bytes") or 0), 1)
+def learned_from_oom(before, after):
+    """The keys whose OOM-killed peak ``after`` (a peaks table) learned since ``before``: killed for the first time,
+    or killed again holding more. An OOM that taught the scheduler this needs no fewer jobs; one that taught nothing
+    (the same source killed again at the same peak) is where guarded_build's back-off is the last resort."""
+    found = []
+    for key, entry in sorted((after or {}).items()):
+        old = (before or {}).get(key)
+        if oom_killed(entry) and (not oom_killed(old) or entry["peak_bytes"] > old["peak_bytes"]):
+            found.append(key)
+    return found
 
 
-# The project's one size rule (plugins/module_utils/_human.parse_size_option, held to the same answers by a table
-# test; this file stays stdlib-only): binary units or whole bytes; 64GB (10^9 or 2^30?) and "5 GiB" are refused.
-_DECIMAL_UNIT = re.compile(r"^\s*([0-9.]+)\s*([kKmMgGtTpPeE])[bB]\s*$")
-_SIZE_FORM = re.compile(r"([0-9]+(\.[0-9]+)?)(([KMGTPEkmgtpe])|([KMGTPE])iB|[Bb])?\Z")
-_POWERS = "BKMGTPE"
-
-
-def parse_size(option, value):
-    """A size the config holds -> bytes, or ValueError naming ``option``."""
-    if isinstance(value, float) and not (math.isnan(value) or math.isinf(value)) and value.is_integer():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise ValueError("%s: %r is not a size like 64GiB, 512MiB or a number of bytes" % (option, value))
-    if isinstance(value, int):
-        if value < 0:
-            raise ValueError("%s: %r is negative" % (option, value))
-        return value
-    decimal = _DECIMAL_UNIT.match(value)
-    if decimal:
-        raise ValueError("%s: %r is ambiguous (decimal GB = 10^9 bytes, or GiB = 2^30?): write %s%siB for powers of "
-                         "1024, or the number of bytes" % (option, value, decimal.group(1), decimal.group(2).upper()))
-    form = _SIZE_FORM.match(value.strip())
-    if not form:
-        raise ValueError("%s: %r is not a size like 64GiB, 512MiB or a number of bytes" % (option, value))
-    return int(round(float(form.group(1)) * 1024 ** _POWERS.index((form.group(4) or form.group(5) or "B").upper())))
-
-
-SIZES = ("budget_bytes", "reserve_bytes", "default_bytes")
-PATHS = ("state_dir", "peaks_path", "root")
-
-
-def checked_config(settings):
-    """``DEFAULTS`` updated by ``settings``: sizes in bytes, numbers checked; ValueError naming an unknown key or a
-    bad value (the sgl_kernel role and guarded_build build the file with the admission_config filter, which calls
-    this, so a value the launcher refuses is refused before the build)."""
-    unknown = sorted(set(settings) - set(DEFAULTS))
-    if unknown:
-        raise ValueError("unknown admission setting(s) %s: the settings are %s" % (", ".join(unknown), ", ".join(sorted(DEFAULTS))))
-    config = dict(DEFAULTS)
-    config.update(settings)
-    for name in SIZES:
-        if config[name] is not None:
-            config[name] = parse_size(name, config[name])
-    for name, low in (("default_times", 1), ("margin", 1), ("poll_seconds", 0.01), ("sample_seconds", 0.01),
-                      ("settle_seconds", 0)):
-        if number(config[name], low) is None:
-            raise ValueError("%s: %r is not a number >= %s" % (name, config[name], low))
-    for name in PATHS + ("tree",):
-        if config[name] is not None and not isinstance(config[name], str):
-            raise ValueError("%s: %r is not a string" % (name, config[name]))
-    for name in ("cpus", "max_threads"):
-        if config[name] is not None and not number(config[name], 1):
-            raise ValueError("%s: %r is not a number >= 1" % (name, config[name]))
-    if not isinstance(config["threads_per_source"], bool):
-        raise ValueError("threads_per_source: %r is not true or false" % (config["threads_per_source"],))
-    seeds = config["seed_peaks"]
-    if seeds is not None and not (isinstance(seeds, list) and all(isinstance(p, str) for p in seeds)):
-        raise ValueError("seed_peaks: %r is not a list of paths" % (seeds,))
-    return config
+def too_big_message(big, budget_bytes):
+    """What a person reads for ``too_big``'s answer ('' for none)."""
+    if not big:
+        return ""
+    return "the budget of %.1f GiB is below what these sources need alone: %s" % (budget_bytes / 1024.0 ** 3, ", ".join(
+        ("%s (more than %.1f GiB: OOM-killed holding that)" if killed else "%s (%.1f GiB, held when compiled)")
+        % (key, peak / 1024.0 ** 3) for key, peak, killed in big))

@@ -65,3 +65,20 @@ def test_torch_extension_wrappers_run_the_launcher_before_the_build_compilers(tm
     with_admission(plain, {}, str(tmp_path / "b"), "/src")
     version = subprocess.run([plain["GPUFLEET_ADMISSION_CXX"], "--version"], stdout=subprocess.PIPE, universal_newlines=True, check=False)
     assert version.returncode == 0 and version.stdout, version
+
+
+def test_a_source_that_cannot_fit_alone_is_named_before_the_build(tmp_path):
+    """Issue 29 item 7: guarded_build's admission refuses, before the first compile (and again after an OOM), a
+    source that needs more than the budget alone - learned over it, or OOM-killed holding a peak that times the
+    margin is over it - instead of compiling it until it is killed again."""
+    from ansible_collections.gpufleet.preflight.plugins.module_utils._build._admission_setup import (
+        admission_settings, refused_sources)
+    gib = 1024 ** 3
+    peaks = tmp_path / "peaks.json"
+    peaks.write_text(json.dumps({"gemm.cu": {"peak_bytes": 11 * gib, "seconds": 80, "killed": True},
+                                 "small.cu": {"peak_bytes": gib, "seconds": 5}}))
+    config = admission_settings({"peaks_path": str(peaks), "reserve_bytes": 0}, str(tmp_path), "/src")
+    assert refused_sources(config, 12 * gib) == (
+        "admission: the budget of 12.0 GiB is below what these sources need alone: gemm.cu (more than 11.0 GiB: "
+        "OOM-killed holding that); give the build more memory (memory_limit)")
+    assert refused_sources(config, 13 * gib) is None and refused_sources(None, gib) is None
