@@ -24,7 +24,6 @@ __metaclass__ = type
 import json
 import os
 import re
-import tempfile
 import time
 
 DEFAULT_PREFIX = "gpufleet:"
@@ -285,6 +284,7 @@ def write_record(state_dir, node, reason, when, user, checks=None, pending=None)
     if not os.path.isdir(state_dir):
         os.makedirs(state_dir, 0o755)
     path = record_path(state_dir, node)
+    import tempfile  # pylint: disable=import-outside-toplevel  # only when Slurm state is written: not every run
     fd, tmp = tempfile.mkstemp(prefix=".slurm-", suffix=".tmp", dir=state_dir)
     try:
         with os.fdopen(fd, "w") as handle:
