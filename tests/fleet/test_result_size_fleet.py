@@ -5,8 +5,9 @@
 
 Ansible copies every registered result from its worker to the controller and templates it into the fleet report:
 with every gathered fact it was 37 KB per node (kernel events, GPUs, toolchain, the verdict twice); cutting it
-took a 500-node fleet_reports run from 13.9 s to 7.8 s. By default it is now the verdict, its checks and policy and the two facts the reports and publishers
-read, about 8.3 KB on a node with 8 GPUs; full_facts brings the rest back.
+took a 500-node fleet_reports run from 13.9 s to 7.8 s. By default it is now the verdict, its checks and policy
+and the two facts the reports and publishers read, about 8.3 KB on a node with 8 GPUs; full_facts brings the rest
+back.
 """
 
 from __future__ import absolute_import, division, print_function
