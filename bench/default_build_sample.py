@@ -212,6 +212,25 @@ def fit_model(per_arch, all_arches):
     return out
 
 
+def replay_data(records, note):
+    """The file bench/replay.py reads (load_record): one object per source x arch compiled alone at --threads 1,
+    named "SOURCE@ARCH", seconds = its CPU seconds (one thread, so what it takes alone on an idle core; the wall
+    seconds on this shared machine are kept beside), peak_gib = the tree's sampled peak; an OOM-killed one has
+    peak_gib null and oom_at_gib the limit. Multi-arch compiles and the model go under "sources"."""
+    objects = []
+    for rec in records:
+        if len(rec["arches"]) != 1 or rec["threads"] != 1:
+            continue
+        oom = bool(rec["oom_killed"])
+        objects.append({"source": "%s@%s" % (rec["source"], rec["arches"][0]), "arch": rec["arches"][0],
+                        "seconds": round(rec["cpu_s"], 1), "wall_s": round(rec["wall_s"], 1),
+                        "peak_gib": None if oom else gib(rec["peak_tree_rss"]),
+                        "oom_at_gib": gib(rec["limit_bytes"]) if oom else None, "load_before": rec["load_before"][0]})
+    return {"note": note, "unit": {"seconds": "CPU s", "wall_s": "s", "peak_gib": "GiB (2^30 bytes)"},
+            "objects": [o for o in objects if o["peak_gib"] is not None],
+            "oom_killed": [o for o in objects if o["peak_gib"] is None], "sources": summarise(records)}
+
+
 def markdown(sources):
     lines = []
     for source, entry in sorted(sources.items()):
@@ -401,7 +420,8 @@ def main(argv=None):
     one.add_argument("--dry-run", action="store_true")
     summ = sub.add_parser("summarise", help="tables and the model from the raw records")
     summ.add_argument("records")
-    summ.add_argument("--json", default=None)
+    summ.add_argument("--json", default=None, help="write the replay data file (bench/replay_data/...)")
+    summ.add_argument("--note", default="", help="what, where and how measured, for the data file")
     args = parser.parse_args(argv)
     if args.command == "run":
         return run(args)
@@ -411,7 +431,7 @@ def main(argv=None):
         sources = summarise(records)
         if args.json:
             with open(args.json, "w") as handle:
-                json.dump(sources, handle, indent=1, sort_keys=True)
+                json.dump(replay_data(records, args.note), handle, indent=1, sort_keys=True)
                 handle.write("\n")
         print(markdown(sources))
         return 0

@@ -104,3 +104,16 @@ def test_an_oom_killed_arch_is_shown_and_left_out_of_the_model():
     assert "> limit (OOM)" in dbs.markdown(sources)
     json.dumps(sources)  # the replay data file is plain JSON
     assert dbs.summarise([record(["sm_80"], 1, 1.0, 10)])["csrc/a.cu"]["model"] is None
+
+
+def test_the_replay_data_file_is_what_replay_reads(tmp_path):
+    import replay  # pylint: disable=import-outside-toplevel
+    recs = [dict(record(["sm_90a"], 1, 20.0, 300, oom=True, rc=-9), limit_bytes=20 * GIB),
+            record(["sm_100a"], 1, 2.0, 60), record(["sm_90a", "sm_100a"], 2, 3.5, 50)]
+    data = dbs.replay_data(recs, "test")
+    assert [o["source"] for o in data["objects"]] == ["csrc/a.cu@sm_100a"]
+    assert data["oom_killed"][0]["oom_at_gib"] == 20.0
+    path = tmp_path / "sample.json"
+    path.write_text(json.dumps(data))
+    jobs = replay.load_record(str(path))
+    assert [(j.name, j.seconds, j.peak) for j in jobs] == [("csrc/a.cu@sm_100a", 60.0, 2.0 * GIB)]
