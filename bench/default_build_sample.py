@@ -208,8 +208,19 @@ def fit_model(per_arch, all_arches):
             "over_sum_of_top_n_arch_peaks": round(rec["peak_gib"] / top_n, 2) if top_n else None,
             "over_threads_x_max": round(rec["peak_gib"] / (n * max_peak), 2),
             "wall_s": rec["wall_s"], "cpu_s": rec["cpu_s"],
+            "cpu_over_sum_of_arch_cpu": round(rec["cpu_s"] / sum_cpu, 2) if sum_cpu else None,
             "wall_over_sum_of_arch_wall": round(rec["wall_s"] / sum_wall, 2) if sum_wall else None}
+    one = all_arches.get("1")
+    if one and len(fits) == len(one["arches"]) > 1:
+        out["cpu_split"] = cpu_split(sum_cpu, one["cpu_s"], len(fits))
     return out
+
+
+def cpu_split(sum_alone, all_at_one_thread, n):
+    """CPU of an n-arch compile = shared + n x per_arch (cudafe++, the host compile once; cicc + ptxas per arch),
+    solved from the n compiles alone (n x shared + sum per_arch) and the one with all n (shared + sum per_arch)."""
+    shared = (sum_alone - all_at_one_thread) / (n - 1)
+    return {"shared_s": round(shared, 1), "per_arch_s": round((all_at_one_thread - shared) / n, 1)}
 
 
 def replay_data(records, note):

@@ -117,3 +117,10 @@ def test_the_replay_data_file_is_what_replay_reads(tmp_path):
     path.write_text(json.dumps(data))
     jobs = replay.load_record(str(path))
     assert [(j.name, j.seconds, j.peak) for j in jobs] == [("csrc/a.cu@sm_100a", 60.0, 2.0 * GIB)]
+
+
+def test_cpu_splits_into_a_shared_part_and_a_part_per_arch():
+    # 3 arches: shared 40 s, 20 s per arch -> alone 60 s each (180), all three at one thread 100 s
+    assert dbs.cpu_split(180.0, 100.0, 3) == {"shared_s": 40.0, "per_arch_s": 20.0}
+    recs = [record([a], 1, 1.0, 60) for a in ("sm_80", "sm_89", "sm_90")] + [record(["sm_80", "sm_89", "sm_90"], 1, 1.0, 100)]
+    assert dbs.summarise(recs)["csrc/a.cu"]["model"]["cpu_split"] == {"shared_s": 40.0, "per_arch_s": 20.0}
