@@ -216,7 +216,8 @@ def test_cold_and_seeded_builds_have_no_oom_kill(tmp_path):
     for name, seeds in (("cold", None), ("seeded", [seed])):
         folder = tmp_path / name
         folder.mkdir()
-        config = admission_config(str(folder), str(folder / "peaks.json"), seed_peaks=seeds)
+        # a lull of 2 s before the first decision: on a loaded 2-core machine the launchers join seconds apart
+        config = admission_config(str(folder), str(folder / "peaks.json"), seed_peaks=seeds, settle_seconds=2)
         build = str(folder / "build")
         configure_mix(build, config)
         result = build_mix(build, "admit-" + name, 4, 500, max_attempts=1)
@@ -249,7 +250,7 @@ def test_any_cmake_project_builds_under_admission_through_guarded_build_alone(tm
                          "memory_limit": "500MiB", "memory_per_thread": "32MiB", "reserve": "0", "max_attempts": 1,
                          "force": True, "admission": {"reserve_bytes": "16MiB", "default_bytes": "100MiB",
                                                       "seed_peaks": [str(seed)], "peaks_path": str(tmp_path / "peaks.json"),
-                                                      "poll_seconds": 0.2}})
+                                                      "poll_seconds": 0.2, "settle_seconds": 2}})
     assert not result["failed"] and oom_kills(result) == 0, result["_output"][-3000:]
     with open(os.path.join(guarded, "gpufleet-admission", "ledger.log")) as handle:
         rows = [json.loads(line) for line in handle]

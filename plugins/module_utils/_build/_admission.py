@@ -261,9 +261,11 @@ def schedule(config, ledger, room, cpus):
     while True:
         entries = [dict(entry, pid=pid) for pid, entry in ledger.items()]
         running = [e for e in entries if e["state"] == "running"]
-        settled = time.time() - float(config["settle_seconds"])
-        pick = policy.pick_next([e for e in entries if e["state"] == "waiting" and e["since"] <= settled], running,
-                                room, cpus)
+        waiting = [e for e in entries if e["state"] == "waiting"]
+        now, settle = time.time(), float(config["settle_seconds"])
+        if policy.still_arriving(waiting, now, settle):
+            return
+        pick = policy.pick_next([e for e in waiting if e["since"] <= now - settle], running, room, cpus)
         if pick is None:
             return
         entry = ledger[pick["pid"]]

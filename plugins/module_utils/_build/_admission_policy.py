@@ -29,7 +29,8 @@ DEFAULTS = {
     "margin": 1.15,
     "cpus": None,               # None: the CPUs this process may run on
     "poll_seconds": 0.5,        # a waiting compile looks at the ledger's inode this often, decides at least 4x slower
-    "settle_seconds": 0.5,      # a compile just queued waits this long: the ones ninja starts with it queue too
+    "settle_seconds": 0.5,      # the decision waits for this long a lull in arrivals: the compiles ninja starts together queue
+                                # first (at most 10x this long)
     "sample_seconds": 2.0,      # how often a running compile's process tree is measured (a scan of /proc)
 }
 
@@ -153,6 +154,18 @@ def reclaim(ledger, alive, started=None):
         return alive(int(pid)) and (started is None or start is None or started(int(pid)) == start)
     return dict((pid, entry) for pid, entry in (ledger or {}).items() if valid_entry(pid, entry)
                 and (lives(pid, entry.get("pid_start")) or (entry.get("child") and lives(entry["child"], entry.get("child_start")))))
+
+
+def still_arriving(waiting, now, settle, patience=10):
+    """Whether the queue is still filling, so that the decision waits: a compile joined it within the last ``settle``
+    seconds, and the longest waiting has waited less than ``patience`` x ``settle``. ninja starts its ready compiles
+    together, but on a loaded machine their launchers reach the queue seconds apart: deciding at the first lull
+    that is shorter than the gaps starts whichever came first, not the longest."""
+    if not waiting or settle <= 0:
+        return False
+    newest = max(e["since"] for e in waiting)
+    oldest = min(e["since"] for e in waiting)
+    return now - newest < settle and now - oldest < patience * settle
 
 
 def pick_next(waiting, running, budget, cpus):

@@ -74,6 +74,22 @@ def test_pick_next(waiting, running, budget_gib, cpus, picked):
     assert (choice and choice["pid"]) == picked
 
 
+@pytest.mark.parametrize("arrivals, now, expected", [
+    ([], 100.0, False),                         # nothing waits: nothing to hold
+    ([100.0], 100.2, True),                     # one just joined: the ones ninja started with it are on their way
+    ([99.0, 99.4, 99.8], 100.0, True),          # still joining, 0.4 s apart on a loaded machine
+    ([98.0, 98.4, 99.0], 100.0, False),         # a lull of 1 s: the queue is full, decide
+    ([90.0, 92.0, 94.9], 95.0, False),          # joining for 5 s (10 x 0.5): decide anyway among the settled
+    ([94.0, 94.9], 95.0, True),                 # 1 s of joining is not yet the 5 s of patience
+])
+def test_still_arriving(arrivals, now, expected):
+    assert policy.still_arriving([{"since": t} for t in arrivals], now, 0.5) is expected
+
+
+def test_still_arriving_never_holds_without_a_settle_time():
+    assert policy.still_arriving([{"since": 100.0}], 100.0, 0) is False
+
+
 @pytest.mark.parametrize("held, live, phases, position, expected", [
     (5 * GIB, 2 * GIB, [], 0, 5 * GIB),                        # unlearned: what it reserved ...
     (5 * GIB, 10 * GIB, [], 0, int(10 * GIB * 1.15)),          # ... or more once it holds more
