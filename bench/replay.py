@@ -18,8 +18,9 @@ dominates), and the compile is retried. Policies (each a small class below):
   waiting launcher holds a ninja slot; first come first served with backfilling that does not delay the head;
   reservation = learned peak x margin (unknown: the 5 GiB default), grown to what the compile holds x margin;
 - ``longest-fit``: ninja wide, the launcher caps running compiles at the cores and starts the waiting compile with the
-  longest expected time that fits the memory left; an unknown source (cold) takes all the room left, and only starts
-  beside no other unknown one, until it has shown its peak.
+  longest expected time that fits the memory left (learned peaks x the margin, the margin counted once, for the
+  largest: _admission_policy.load); an unknown source (cold) takes all the room left, and only starts beside no
+  other unknown one, until it has shown its peak.
 
 Knowledge: ``warm`` (this node's own peaks and times), ``seeded`` (peaks from another node, times off by a
 log-normal factor), ``cold`` (nothing known; learned as the build goes). Lower bound of a build =
@@ -355,16 +356,24 @@ class LongestFit(Admission):
             need = min(sim.budget, max(DEFAULT_BYTES, heaviest)) if heaviest else sim.budget
         return need if need <= room + EPS or not sim.running else None
 
+    @staticmethod
+    def load(sim, extra=()):
+        """What the running compiles (and ``extra`` (bytes, learned) pairs) take for admission, as the launcher's
+        ``_admission_policy.load`` counts it: learned peaks x the margin, the margin kept once (for the largest)."""
+        pairs = [(r.reserved, r.job.name in sim.known) for r in sim.running] + list(extra)
+        learned = [size / MARGIN for size, known in pairs if known]
+        return sum(size for size, known in pairs if not known) + sum(learned) + (max(learned) * (MARGIN - 1) if learned else 0)
+
     def pick(self, sim):
         """(the waiting compile to start now, what it reserves), or None: the longest expected that fits."""
-        room = sim.budget - self.used(sim)
+        room = sim.budget - self.load(sim)
         best = None
         for entry in sim.waiting:
             job = entry[2]
             peak, seconds = sim.known.get(job.name, (None, None))
             if peak:
                 need, key = self.need(sim, job), (seconds or 0.0, -entry[0])
-                if need > room + EPS and sim.running:
+                if self.load(sim, [(need, True)]) > sim.budget + EPS and sim.running:
                     continue
             else:
                 need, key = self.unknown_need(sim, room), (float("inf"), -entry[0])

@@ -40,7 +40,7 @@ class Launcher(replay.LongestFit):
             waiting.append({"bytes": self.need(sim, job), "threads": 1, "seconds": seconds, "learned": bool(peak),
                             "since": entry[0], "entry": entry})
         running = [{"bytes": run.reserved, "threads": 1, "learned": run.job.name in sim.known} for run in sim.running]
-        chosen = _admission_policy.pick_next(waiting, running, sim.budget, sim.cores)
+        chosen = _admission_policy.pick_next(waiting, running, sim.budget, sim.cores, replay.MARGIN)
         return chosen and (chosen["entry"], chosen["bytes"])
 
 

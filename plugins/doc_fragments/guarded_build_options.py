@@ -140,6 +140,12 @@ options:
         C(default_bytes) (a source never seen) and C(seed_peaks) (other nodes' peaks files); an empty dict takes its
         defaults. Unknown keys and decimal sizes (V(64GB)) are refused naming them. C(state_dir) defaults to C(<build_dir>/gpufleet-admission),
         C(peaks_path) to C(~/.cache/gpufleet/admission/peaks.json), C(root) to O(chdir).
+      - nvcc threads per source - an nvcc compile with more than one C(-gencode) gets the C(--threads) (its own value
+        replaced, or one added) that its learned peaks per thread count, the free memory and the free CPUs allow, the
+        longest compiles first; the threads count against the CPUs; a source never seen runs at one thread until its
+        peak is known. C(threads_per_source) (default V(true)) turns it
+        off, C(max_threads) caps it (default - the compile's C(-gencode) count, at most the CPUs). A compile with one
+        C(-gencode) keeps its command line.
       - Omitted - no admission.
     type: dict
   compiler_cache:

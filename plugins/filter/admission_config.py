@@ -17,8 +17,9 @@ description:
   - Refuses an unknown setting naming it and the known ones, and a size the collection's size rule refuses (decimal
     units such as V(64GB), a space inside); sizes come back in bytes.
   - Settings - C(state_dir), C(peaks_path), C(root), C(budget_bytes) (null - the build cgroup's limit),
-    C(reserve_bytes), C(default_bytes), C(default_times), C(margin), C(poll_seconds), C(sample_seconds), and those the
-    launcher adds (see its C(DEFAULTS)). A null value keeps the default.
+    C(reserve_bytes), C(default_bytes), C(default_times), C(margin), C(poll_seconds), C(sample_seconds),
+    C(threads_per_source) (bool), C(max_threads), and those the launcher adds (see its C(DEFAULTS)). A null value keeps
+    the default.
 options:
   _input:
     description: The settings to change from the defaults.
@@ -45,7 +46,7 @@ from ansible.errors import AnsibleFilterError
 from ansible.module_utils.common.collections import is_string
 from ansible.module_utils.six import iteritems
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _admission_policy
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _admission_settings as _settings_rule
 from ansible_collections.gpufleet.preflight.plugins.module_utils._human import parse_size_option
 
 
@@ -58,10 +59,10 @@ def admission_config(settings):
                  if value is not None)
     problem = None
     try:
-        for name in _admission_policy.SIZES:   # the project's size rule itself, not only the launcher's copy of it
+        for name in _settings_rule.SIZES:   # the project's size rule itself, not only the launcher's copy of it
             if name in plain:
                 plain[name] = parse_size_option(name, plain[name])
-        return _admission_policy.checked_config(plain)
+        return _settings_rule.checked_config(plain)
     except ValueError as exc:
         problem = "admission_config: %s" % exc
     raise AnsibleFilterError(problem)

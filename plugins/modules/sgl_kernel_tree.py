@@ -86,11 +86,17 @@ fetchcontent:
   contains:
     declared:
       description: One entry per name (first declaration wins), with C(name), C(declared_in), C(git_repository),
-        C(git_tag), C(url), C(depth) (0 for the tree itself), C(subproject), C(source_dir) (null when missing).
+        C(git_tag), C(url), C(depth) (0 for the tree itself), C(subproject), C(source_dir) (null when missing),
+        C(commit) (the offline copy's git HEAD, else the commit playbooks/prepare_offline_sources.yml recorded for it)
+        and C(pin) (C(match), C(mismatch) or C(unverified) against C(git_tag); null when missing).
       type: list
       elements: dict
     missing:
       description: Names with no offline copy.
+      type: list
+      elements: str
+    wrong_commit:
+      description: "C(name (pinned <GIT_TAG>, found <commit>)) for each offline copy at another commit than the tree pins."
       type: list
       elements: str
     cmake_args:

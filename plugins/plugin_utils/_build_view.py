@@ -38,8 +38,8 @@ MAX_FAILED_STEPS = 5
 MAX_TEXT = 2000
 MAX_STEP_TEXT = 300
 _NUMBERS = ("attempt", "jobs", "memory_bytes", "memory_limit_bytes", "peak_memory_bytes", "elapsed_seconds",
-            "duration", "updated_at", "module_pid", "build_pgid", "module_start_time", "eta_seconds")
-_TEXTS = ("state", "step", "message", "log", "confinement", "run_id", "name", "memory_human")
+            "duration", "updated_at", "module_pid", "build_pgid", "module_start_time", "eta_seconds", "steps_total")
+_TEXTS = ("state", "step", "message", "log", "confinement", "run_id", "name", "memory_human", "eta_basis")
 COLUMNS = ("NODE", "PHASE", "PROGRESS", "ETA", "JOBS", "MEMORY / BUDGET", "PEAK", "OOM", "FIRST FAILED STEP")
 REPORT_SIGNATURES = {"build.json": b'{\n  "finished":', "build.md": b"# Fleet build\n",
                      "build.html": b"<!DOCTYPE html>\n<!-- gpufleet.preflight build report -->"}
@@ -297,20 +297,20 @@ def row(name, node):
     status = _status(node)
     current = phase(node)
     progress = status.get("progress") or {}
-    if current == "done":
+    if current == "done" and status.get("state") != "succeeded":   # the succeeded status counts the whole build
         progress = ((node.get("result") or {}).get("attempts") or [{}])[-1].get("progress") or progress
     if progress.get("total"):
         cell = "[%d/%d] %s%%" % (progress.get("done", 0), progress["total"], progress.get("percent"))
     else:
         cell = "-"
     backing_off = status.get("state") == "oom-backoff"
-    eta = None
+    eta, basis = None, None
     if current not in FINAL and current not in ("queued", "starting") and not backing_off:
-        # the node's learned ETA (steps weighted by what each took in the previous build) when it has one, else
-        # the rate of this attempt so far
-        eta = status.get("eta_seconds")
+        # the node's ETA, smoothed over the whole build (learned per-step times, else its rate over every attempt),
+        # with its basis; a node that writes none: the rate of this attempt so far
+        eta, basis = status.get("eta_seconds"), status.get("eta_basis") or "learned"
         if eta is None:
-            eta = eta_seconds(progress, attempt_elapsed(status))
+            eta, basis = eta_seconds(progress, attempt_elapsed(status)), "rate"
     jobs = status.get("jobs")
     result = node.get("result") or {}
     if result.get("final_jobs") is not None:
@@ -329,7 +329,7 @@ def row(name, node):
         failed = result.get("msg") or status.get("message")
     elif node.get("status_error") and not failed:
         failed = "status: %s" % node["status_error"]
-    return (name, current, cell, duration(eta) if eta is not None else "-", jobs_cell, memory_cell,
+    return (name, current, cell, "%s %s" % (duration(eta), basis) if eta is not None else "-", jobs_cell, memory_cell,
             human(peak) if peak else "-", str(kills), " ".join(printable(failed or "-").split())[:80])
 
 

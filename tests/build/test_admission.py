@@ -123,7 +123,7 @@ def test_launcher_reads_its_cgroup_limit_and_reclaims_dead_entries(tmp_path):
         source = tmp_path / "one.c"
         source.write_text("int one(void) { return 1; }\n")
         probe = ("import sys; sys.path.insert(0, %r); import _admission as a; "
-                 "print(a.policy.budget({'reserve_bytes': 0}, a.cgroup_limit(), a.mem_available()))" % os.path.dirname(ADMISSION))
+                 "print(a.settings_rule.budget({'reserve_bytes': 0}, a.cgroup_limit(), a.mem_available()))" % os.path.dirname(ADMISSION))
 
         def in_group():
             with open(os.path.join(group, "cgroup.procs"), "w") as procs:
@@ -259,3 +259,42 @@ def test_any_cmake_project_builds_under_admission_through_guarded_build_alone(tm
     assert len(starts) == 12 and all(row["learned"] for row in starts), rows
     assert starts[0]["source"].startswith("src/a_heavy_"), starts
     assert json.loads(open(str(tmp_path / "peaks.json")).read()).get("src/b_light_01.c")
+
+
+def test_an_oom_the_scheduler_learns_from_keeps_the_jobs_and_the_source_is_not_killed_again(tmp_path):
+    """Issue 29 item 7 (the field rerun): seeded peaks that are wrong for this node (the heavy sources said 60 MiB,
+    they hold 300) let both heavy ones start together under a 500 MiB cgroup at -j4: one is OOM-killed. The kill
+    is learned over the seed (what it held, not the seed's 60), so attempt 2 runs at the same -j4 - not halved - and
+    the killed source is started only where it fits: the build finishes with that one OOM kill and no second.
+    Without the fix: the seed's 60 MiB wins the merge, jobs 4 -> 2, and the source may be killed again."""
+    seed = tmp_path / "seed.json"
+    seed.write_text(json.dumps(dict(("src/" + name, {"peak_bytes": 60 * MIB, "killed": False,
+                                                     "seconds": 3.0 if "heavy" in name else 1.5})
+                                    for name in os.listdir(os.path.join(MIXED, "src")))))
+    own = tmp_path / "peaks.json"
+    wrapper = tmp_path / "cc-hog"
+    wrapper.write_text("#!/bin/sh\nexec %s %s cc \"$@\"\n" % (sys.executable, HOGCC))
+    wrapper.chmod(0o755)
+    build = tmp_path / "b"
+    guarded = str(tmp_path / "guarded")
+    result = run_module({"argv": ["sh", "-c", "cmake -S %s -B %s -G Ninja -DCMAKE_C_COMPILER=%s && cmake --build %s"
+                                  % (MIXED, build, wrapper, build)],
+                         "chdir": MIXED, "build_dir": guarded, "name": "admit-learns-oom", "jobs": 4,
+                         "memory_limit": "500MiB", "memory_per_thread": "32MiB", "reserve": "0", "max_attempts": 3,
+                         "force": True, "admission": {"reserve_bytes": "16MiB", "default_bytes": "100MiB", "cpus": 4,
+                                                      "seed_peaks": [str(seed)], "peaks_path": str(own),
+                                                      "poll_seconds": 0.2}})
+    assert not result["failed"], result["_output"][-3000:]
+    attempts = result["attempts"]
+    assert oom_kills(result) == 1 and [attempt["jobs"] for attempt in attempts] == [4, 4], attempts
+    killed = attempts[0]["admission_learned"]
+    assert len(killed) == 1 and killed[0].startswith("src/a_heavy_"), attempts
+    assert attempts[1]["admission_learned"] == []
+    # the status counts the whole build across the attempts, not attempt 2's own [N/M] of what was left
+    with open(result["status"]) as handle:
+        progress = json.load(handle)["progress"]
+    assert progress["done"] == progress["total"] == attempts[0]["progress"]["total"] > attempts[1]["progress"]["total"], (
+        progress, attempts)
+    peaks = json.loads(own.read_text())
+    # it finished in attempt 2 (learned now), after it had been killed holding far more than the seed's 60 MiB
+    assert peaks[killed[0]]["runs"] == 2 and not peaks[killed[0]]["killed"] and peaks[killed[0]]["peak_bytes"] >= 250 * MIB

@@ -9,6 +9,7 @@ __metaclass__ = type
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -165,3 +166,59 @@ def test_a_reservation_follows_the_compiles_phase(tmp_path):
     finish(first, second)
     rows = [(row["event"], row["source"]) for row in events(state)][2:]
     assert rows == [("start", "twophase.c"), ("start", "other.c"), ("end", "other.c"), ("end", "twophase.c")], rows
+
+
+TWO_HOGS = r'''
+import os, signal, sys, time
+def hold(mib):
+    block = bytearray(mib * 1024 * 1024)
+    for index in range(0, len(block), 4096):
+        block[index] = 1
+    return block
+child = os.fork()
+if child == 0:
+    block = hold(150)
+    with open(sys.argv[1] + ".tmp", "w") as handle:
+        handle.write(str(os.getpid()))
+    os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+    time.sleep(60)
+    os._exit(0)
+block = hold(150)
+status = os.waitpid(child, 0)[1]
+sys.exit(128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0)
+'''
+
+
+def test_an_oom_killed_compile_is_learned_at_what_its_tree_held_and_refused_when_that_cannot_fit(tmp_path):
+    """Issue 29 item 7: a rerun started first the compile the ledger recorded as killed and it was killed again. A
+    compile is two processes (nvcc + cicc here: 150 MiB each); the OOM killer takes one. What it is learned at is what
+    the whole tree held (about 300 MiB, sampled), not the killed process's own peak (150: ru_maxrss), and --check then
+    names it for a budget that 300 x the margin is over, before any build. Without the fix it is learned at about
+    150 MiB, and --check says nothing."""
+    src, state = tmp_path / "src", tmp_path / "state"
+    sources(src, gemm=(0, 0))
+    script, ready = tmp_path / "twohogs.py", tmp_path / "child.pid"
+    script.write_text(TWO_HOGS)
+    peaks = tmp_path / "peaks.json"
+    config = write_config(tmp_path / "c.json", state_dir=str(state), peaks_path=str(peaks), root=str(src),
+                          budget_bytes=2048 * MIB, cpus=2, margin=1.15, tree="t")
+    proc = compile_(config, src, "gemm.c", tmp_path, sys.executable, str(script), str(ready))
+    deadline = time.time() + 60
+    while not ready.exists() and time.time() < deadline:
+        time.sleep(0.05)
+    time.sleep(1.0)   # a few samples of the tree (sample_seconds 0.2) while both hold their 150 MiB
+    os.kill(int(ready.read_text()), signal.SIGKILL)   # what the OOM killer does to the largest process
+    out = proc.communicate(timeout=60)[0]
+    assert proc.returncode == 137, out
+    entry = json.loads(peaks.read_text())["t:gemm.c"]
+    assert entry["killed"] and entry["peak_bytes"] >= 280 * MIB, entry
+    checked = subprocess.run([sys.executable, ADMISSION, "--config=" + config, "--check"], stdout=subprocess.PIPE,
+                             universal_newlines=True, check=True)
+    report = json.loads(checked.stdout)
+    assert report["too_big"] == [], report          # 2 GiB: it fits alone, claiming what is left
+    small = write_config(tmp_path / "small.json", state_dir=str(state), peaks_path=str(peaks), root=str(src),
+                         budget_bytes=320 * MIB, cpus=2, margin=1.15, tree="t")
+    report = json.loads(subprocess.run([sys.executable, ADMISSION, "--config=" + small, "--check"],
+                                       stdout=subprocess.PIPE, universal_newlines=True, check=True).stdout)
+    assert [row["source"] for row in report["too_big"]] == ["t:gemm.c"] and report["too_big"][0]["oom_killed"], report
+    assert "t:gemm.c (more than 0.3 GiB: OOM-killed holding that)" in report["message"], report

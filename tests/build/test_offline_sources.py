@@ -82,3 +82,56 @@ def test_dir_that_is_a_file_and_hosts_matching_nothing_are_named(tmp_path):
     assert rc != 0 and "offline_sources_dir %s exists and is not a directory" % target in out, out[-3000:]
     rc, out = run({"offline_sources_dir": str(tmp_path / "d"), "offline_sources": [], "offline_sources_hosts": "nosuch-group"})
     assert rc != 0 and 'offline_sources_hosts "nosuch-group" matches no host' in out, out[-3000:]
+
+
+def test_a_folder_at_another_commit_than_the_pin_is_named(tmp_path):
+    """Issue 29 item 7: the check counted folder names only, so a wrong commit passed. Each offline folder's commit
+    (its git HEAD, else the record prepare_offline_sources writes beside it) is checked against the tree's GIT_TAG:
+    a sha pin, an abbreviated one and a tag; the folder at the later commit is named, with the pin and what it holds."""
+    pins, sources = {}, []
+    for name in ("good-sha", "short-sha", "tagged", "wrong"):
+        repo = tmp_path / "upstream" / name
+        repo.mkdir(parents=True)
+        (repo / "CMakeLists.txt").write_text("project(%s NONE)\n" % name)
+        git(str(repo), "init", "-q")
+        git(str(repo), "add", "-A")
+        git(str(repo), "commit", "-q", "-m", "pinned")
+        pinned = git(str(repo), "rev-parse", "HEAD")
+        git(str(repo), "tag", "-a", "v1.2.0", "-m", "release")
+        (repo / "LATER.txt").write_text("later\n")
+        git(str(repo), "add", "-A")
+        git(str(repo), "commit", "-q", "-m", "later")
+        later = git(str(repo), "rev-parse", "HEAD")
+        pins[name] = {"good-sha": pinned, "short-sha": pinned[:10], "tagged": "v1.2.0", "wrong": pinned}[name]
+        version = {"wrong": later, "tagged": "v1.2.0"}.get(name, pinned)
+        sources.append({"name": name, "repo": "file://%s" % repo, "version": version})
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "CMakeLists.txt").write_text("include(FetchContent)\n" + "".join(
+        "FetchContent_Declare(%s GIT_REPOSITORY https://example.invalid/%s GIT_TAG %s)\n" % (name, name, pin)
+        for name, pin in sorted(pins.items())))
+    offline = tmp_path / "offline"
+    rc, out = run({"offline_sources_dir": str(offline), "offline_sources": sources})
+    assert rc == 0, out[-4000:]
+    found = _sgl_tree.scan_fetchcontent(str(tree), str(offline))
+    verdicts = dict((entry["name"], entry["pin"]) for entry in found["declared"])
+    assert verdicts == {"good-sha": "match", "short-sha": "match", "tagged": "match", "wrong": "mismatch"}, found
+    later = sources[-1]["version"]
+    assert found["wrong_commit"] == ["wrong (pinned %s, found %s)" % (pins["wrong"], later[:12])]
+    # copies without .git (rsync'ed on): the commit prepare_offline_sources recorded beside them says the same
+    copied = tmp_path / "copied"
+    shutil.copytree(str(offline), str(copied), ignore=shutil.ignore_patterns(".git"))
+    again = _sgl_tree.scan_fetchcontent(str(tree), str(copied))
+    assert dict((entry["name"], entry["pin"]) for entry in again["declared"]) == verdicts
+    assert again["wrong_commit"] == found["wrong_commit"]
+    # neither a .git nor a record: unverified, never a false alarm
+    shutil.rmtree(str(copied / ".gpufleet-sources"))
+    # a loose annotated tag (not packed): read through its tag object to the commit it tags
+    loose = tmp_path / "loose"
+    git(str(tmp_path), "clone", "-q", "file://%s" % (tmp_path / "upstream" / "tagged"), str(loose / "tagged"))
+    git(str(loose / "tagged"), "tag", "-a", "v1.3.0", "-m", "later release")
+    git(str(loose / "tagged"), "checkout", "-q", "v1.2.0")
+    assert _sgl_tree.pin_check("v1.2.0", str(loose / "tagged"))[0] == "match"
+    assert _sgl_tree.pin_check("v1.3.0", str(loose / "tagged"))[0] == "mismatch"
+    bare = _sgl_tree.scan_fetchcontent(str(tree), str(copied))
+    assert set(entry["pin"] for entry in bare["declared"]) == {"unverified"} and bare["wrong_commit"] == []

@@ -152,3 +152,119 @@ def test_gpu_health_faults_flag_only_their_node_and_a_hung_probe_drains_nothing(
                  "gpu_recovery", "dcgm_diag"):
         assert node1[name]["status"] == "ok", (name, node1[name])
     assert result.duration < 60, result.duration
+
+
+def h100_rows(index, **cells):
+    """The captured H100 query-gpu.csv with GPU ``index``'s cells changed (by field name), as one node's driver."""
+    lines = h100_file("query-gpu.csv").splitlines()
+    fields = lines[0][len("#fields: "):].split(",")
+    rows = [line.split(", ") for line in lines[1:] if line.strip()]
+    for field, value in cells.items():
+        rows[index][fields.index(field)] = str(value)
+    return "\n".join([lines[0]] + [", ".join(row) for row in rows]) + "\n"
+
+
+def test_each_query_fault_flags_only_its_node_in_reports_console_and_metrics(fresh_fleet, tmp_path):
+    """Issue 30's checks fed by the one --query-gpu call and by -q, on the fleet: each node's stand-in replays the
+    captured HGX H100 pair with one fault on GPU 1; node1 is as captured. Only the faulty nodes are flagged, each by
+    its own check, with the GPU and the fault named in the report, the console and the node's metrics."""
+    fleet = fresh_fleet(7)
+    reset = h100_file("q.txt")
+    second = reset.index("GPU 00000000:2A:00.0")
+    reset = reset[:second] + reset[second:].replace("Reset Required                    : No",
+                                                    "Reset Required                    : Yes", 1)
+    faults = {
+        "node2": ("gpu_temperature", {"query-gpu.csv": h100_rows(1, **{"temperature.gpu": 92})}, "is at 92 C"),
+        "node3": ("clock_events", {"query-gpu.csv": h100_rows(1, **{"clocks_event_reasons.active": "0x0000000000000008"})},
+                  "is slowed by hw_slowdown"),
+        "node4": ("persistence_mode", {"query-gpu.csv": h100_rows(1, persistence_mode="Disabled")}, "persistence mode off"),
+        "node5": ("mig_mode", {"query-gpu.csv": h100_rows(1, **{"mig.mode.current": "Enabled"})}, "MIG enabled"),
+        "node6": ("pcie_link", {"query-gpu.csv": h100_rows(1, **{
+            "pcie.link.gen.current": 3, "utilization.gpu": 90, "clocks_event_reasons.active": "0x0000000000000000"})},
+            "runs at gen 3 under load, below its max gen 5"),
+        "node7": ("gpu_recovery", {"q.txt": reset}, "says reset required"),
+    }
+    textdir = os.path.join(str(tmp_path), "metrics")
+    for node in fleet.nodes:
+        install_gpus(node, scenario="h100_x2_nvswitch", files=faults.get(node.name, (None, None))[1])
+        os.makedirs(os.path.join(textdir, node.name))
+
+    result = run_playbook(PLAYBOOK, fleet.inventory_path, extra_vars={
+        "preflight_profiles": ["gpu"],
+        "preflight_expected_gpus": 2,
+        "preflight_compute_capability": "9.0",
+        "preflight_min_available_memory": "1GiB",
+        "preflight_check_gpu_recovery": True,
+        "preflight_min_pcie_gen": 5,
+        "preflight_report_dir": str(tmp_path),
+        "preflight_metrics_dir": os.path.join(textdir, "{{ inventory_hostname }}"),
+    })
+    TIMINGS["gpu_query_faults_7_nodes"] = result.duration
+    assert "Traceback" not in result.stdout + result.stderr
+    with open(os.path.join(str(tmp_path), "preflight.json")) as handle:
+        hosts = json.load(handle)["hosts"]
+    failed = dict((name, entry["failed_checks"]) for name, entry in hosts.items() if entry["status"] != "ready")
+    assert failed == dict((name, [check]) for name, (check, _files, _words) in faults.items()), json.dumps(
+        dict((n, hosts[n]["reason"]) for n in hosts), indent=1)
+    failed_sample = 'gpufleet_preflight_check_status{check="%s",profile="gpu",source="playbook",status="failed"} 1'
+    for name, (check, _files, words) in faults.items():
+        assert "GPU 1 (00000000:2A:00.0, NVIDIA H100 80GB HBM3, serial 1654123038646" in hosts[name]["reason"], name
+        assert words in hosts[name]["reason"], (name, hosts[name]["reason"])
+        assert check in result.stdout and words in result.stdout, (name, check)  # the console says it too
+        with open(os.path.join(textdir, name, "gpufleet_preflight_playbook.prom")) as handle:
+            assert failed_sample % check in handle.read(), name
+    with open(os.path.join(textdir, "node1", "gpufleet_preflight_playbook.prom")) as handle:
+        assert 'status="failed"} 1' not in handle.read()
+    node1 = dict((c["name"], c) for c in hosts["node1"]["checks"])
+    for name in ("pcie_link", "gpu_temperature", "clock_events", "persistence_mode", "mig_mode", "gpu_recovery"):
+        assert node1[name]["status"] == "ok", (name, node1[name])
+
+
+def kmsg_with_xid(code, text):
+    """The host's kernel ring buffer as /dev/kmsg gives it, plus one NVIDIA Xid record a minute old on GPU 0."""
+    with open("/proc/uptime") as handle:
+        usec = int((float(handle.read().split()[0]) - 60) * 1e6)
+    return "3,999999,%d,-;NVRM: Xid (PCI:0000:1b:00): %d, pid=1234, name=python3, %s\n" % (usec, code, text)
+
+
+def test_xid_by_class_flags_only_the_node_whose_gpu_needs_a_reset(fresh_fleet, tmp_path):
+    """Xid by class (issue 30) on the fleet: each node's /dev/kmsg is its own (a file bind-mounted inside the node).
+    node2: Xid 79 (fallen off the bus: reset or reboot); node3: Xid 13 (an application's error: the job's business,
+    not the node's). Only node2 is flagged, with the class's words, the GPU and the action."""
+    fleet = fresh_fleet(3)
+    logs = {"node2": kmsg_with_xid(79, "GPU has fallen off the bus."),
+            "node3": kmsg_with_xid(13, "Graphics SM Warp Exception on (GPC 0, TPC 0, SM 0): Out Of Range Address")}
+    for node in fleet.nodes:
+        install_gpus(node)
+        if node.name in logs:
+            path = os.path.join(fleet.dir, "kmsg-%s" % node.name)
+            with open(path, "w") as handle:
+                handle.write(logs[node.name])
+            node.dirty = True
+            node.run("mount --bind %s /dev/kmsg" % path, check=True)
+            seen = node.run("timeout 5 head -c 65536 /dev/kmsg").stdout
+            assert "Xid (PCI:0000:1b:00)" in seen, seen  # the node reads its own log, not the host's
+
+    result = run_playbook(PLAYBOOK, fleet.inventory_path, extra_vars={
+        "preflight_profiles": ["gpu"],
+        "preflight_min_available_memory": "1GiB",
+        "preflight_report_dir": str(tmp_path),
+    })
+    assert "Traceback" not in result.stdout + result.stderr
+    with open(os.path.join(str(tmp_path), "preflight.json")) as handle:
+        hosts = json.load(handle)["hosts"]
+    failed = dict((name, entry["failed_checks"]) for name, entry in hosts.items() if entry["status"] != "ready")
+    assert failed == {"node2": ["fatal_xid"]}, json.dumps(dict((n, hosts[n]["reason"]) for n in hosts), indent=1)
+    reason = hosts["node2"]["reason"]
+    assert "Xid 79" in reason and "GPU has fallen off the bus" in reason and "reboot the node" in reason, reason
+    assert "GPU 0 (00000000:1B:00.0, NVIDIA RTX PRO 6000 Blackwell Server Edition" in reason, reason
+    assert "fatal_xid" in result.stdout
+    node3 = dict((c["name"], c) for c in hosts["node3"]["checks"])
+    assert node3["fatal_xid"]["status"] == "ok", node3["fatal_xid"]
+    # The same Xid 13 fails where the policy counts application errors too: the record was read, and judged by class.
+    strict = run_playbook(PLAYBOOK, fleet.inventory_path, extra_vars={
+        "preflight_profiles": ["gpu"], "preflight_min_available_memory": "1GiB", "preflight_report_dir": str(tmp_path),
+        "preflight_xid_fail_actions": ["restart_app", "reset_gpu", "reboot", "contact_support"]}, args=["--limit", "node3"])
+    with open(os.path.join(str(tmp_path), "preflight.json")) as handle:
+        node3 = json.load(handle)["hosts"]["node3"]
+    assert node3["failed_checks"] == ["fatal_xid"] and "Xid 13" in node3["reason"], (node3["reason"], strict.stdout[-2000:])

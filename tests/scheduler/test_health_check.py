@@ -15,7 +15,7 @@ import time
 import pytest
 
 from conftest import STATE_DIR
-from fleetlib import REPO_ROOT, TIMINGS, install_gpus, run_playbook
+from fleetlib import REPO_ROOT, SBIN, TIMINGS, install_gpus, run_playbook
 
 PLAYBOOK = os.path.join(REPO_ROOT, "tests", "scheduler", "playbooks", "health_check.yml")
 POLICY = {"profiles": [], "min_available_memory": "64MiB", "max_memory_pressure": 100,
@@ -247,3 +247,56 @@ def test_a_policy_that_cannot_fit_is_refused_at_install(cluster, tmp_path):
     assert "gpu_timeout: 61.0 s cannot fit the health check's 50.0 s deadline (schedule slurm)" in result.stdout, \
         result.stdout[-3000:]
     assert not os.path.exists(str(tmp_path / "lib"))
+
+
+def install_gpus_alone(node, **given):
+    """install_gpus, without the fault files an earlier test left (the nodes here are kept between tests)."""
+    install_gpus(node, **given)  # the stub's folder is this node's own from here on
+    left = sorted({"hang", "sleep-q", "sleep-nvlink", "sleep-dcgm"} - set(given.get("files") or {}))
+    node.run("rm -f " + " ".join("%s/nvidia-smi.d/%s" % (SBIN, name) for name in left), check=True)
+
+
+def test_a_hung_gpu_probe_is_named_within_the_deadline_and_drains_nothing(installed, slurmd_runs_nothing):
+    """Issue 30: the program as installed, on an HGX H100 pair whose `nvidia-smi -q` hangs (the stand-in sleeps
+    120 s) under a 2 s probe timeout and a 12 s deadline: the run ends in time, ready (exit 0, so slurmd drains
+    nothing), and names the probe that did not answer."""
+    cluster = slurmd_runs_nothing
+    node = cluster.fleet["node2"]
+    install_gpus_alone(node, scenario="h100_x2_nvswitch", files={"sleep-q": "120"})
+    config = write_config(installed, cluster, "gpu-hung-probe.json", deadline_seconds=12, policy=dict(
+        POLICY, profiles=["gpu"], expected_gpus=2, compute_capability="9.0", check_fabric=True,
+        check_gpu_recovery=True, gpu_probe_timeout=2))
+    started = time.monotonic()
+    ran = node.run("sh %s --mode check --config %s" % (installed["health_check_program"], config), timeout=40)
+    took = time.monotonic() - started
+    node.dirty = False
+    TIMINGS["health_check_hung_probe_took_seconds"] = took
+    assert ran.rc == 0 and took < 12, (took, ran)
+    assert ran.stdout.startswith("ready"), ran
+    assert "nvidia-smi -q did not answer within 2.0s" in ran.stdout, ran
+
+
+def test_a_gpu_fault_drains_with_the_gpu_and_the_fault_in_the_reason(installed, slurmd_runs_nothing):
+    """Issue 30 through slurmctld: node2's GPU 1 has its fabric In Progress (the captured H100 pair, changed): the
+    drain reason names the check, the GPU by bus id and the fault, within Slurm's reason; a healthy run resumes it."""
+    cluster = slurmd_runs_nothing
+    node = cluster.fleet["node2"]
+    fixtures = os.path.join(REPO_ROOT, "tests", "unit", "plugins", "module_utils", "fixtures", "gpus", "h100_x2_nvswitch")
+    with open(os.path.join(fixtures, "q.txt")) as handle:
+        q = handle.read()
+    second = q.index("GPU 00000000:2A:00.0")
+    stuck = q[:second] + q[second:].replace("State                             : Completed",
+                                            "State                             : In Progress", 1)
+    policy = dict(POLICY, profiles=["gpu"], expected_gpus=2, compute_capability="9.0", check_fabric=True)
+    config = write_config(installed, cluster, "gpu-fabric.json", policy=policy)
+    program = "sh %s --mode slurm --config %s" % (installed["health_check_program"], config)
+    install_gpus_alone(node, scenario="h100_x2_nvswitch", files={"q.txt": stuck})
+    drained = node.run(program)
+    assert drained.rc == 1, drained
+    reason = "gpufleet: fabric: GPU 1 (00000000:2A:00.0) has fabric state In Progress"
+    assert cluster.slurm.node_info("node2")["reason"] == reason, (cluster.slurm.node_info("node2"), drained)
+    install_gpus_alone(node, scenario="h100_x2_nvswitch")
+    resumed = node.run(program)
+    node.dirty = False
+    assert resumed.rc == 0 and "resuming our drain" in resumed.stdout, resumed
+    cluster.slurm.wait_states({"node2": "idle"}, 20)

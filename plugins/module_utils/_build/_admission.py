@@ -34,12 +34,14 @@ import tempfile
 import time
 
 try:    # in the collection
+    from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _admission_settings as settings_rule
     from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _admission_policy as policy
-except ImportError:     # beside the build: the role copies both files
+except ImportError:     # beside the build: the role copies the three files
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import _admission_settings as settings_rule  # pylint: disable=import-error
     import _admission_policy as policy  # pylint: disable=import-error
 
-DEFAULTS = policy.DEFAULTS
+DEFAULTS = settings_rule.DEFAULTS
 
 
 # -- the node -------------------------------------------------------------------------------------------------------
@@ -223,16 +225,7 @@ def load_config(path):
     settings = load_json(path)
     if not settings and not os.path.isfile(path):
         raise ValueError("%s is not a readable regular file" % path)
-    config = policy.checked_config(settings)
-    config["default_bytes"] = (config["default_bytes"] or DEFAULTS["default_bytes"]) * int(config["default_times"])
-    for name in policy.PATHS:
-        if config.get(name):
-            config[name] = os.path.expanduser(config[name])
-    if not config.get("state_dir"):
-        config["state_dir"] = os.path.dirname(os.path.abspath(path))
-    if not config.get("peaks_path"):
-        config["peaks_path"] = os.path.join(config["state_dir"], "peaks.json")
-    return config
+    return settings_rule.launcher_config(settings, os.path.dirname(os.path.abspath(path)))
 
 
 # -- the launcher ---------------------------------------------------------------------------------------------------
@@ -265,18 +258,19 @@ def schedule(config, ledger, room, cpus):
         now, settle = time.time(), float(config["settle_seconds"])
         if policy.still_arriving(waiting, now, settle):
             return
-        pick = policy.pick_next([e for e in waiting if e["since"] <= now - settle], running, room, cpus)
+        pick = policy.pick_next([e for e in waiting if e["since"] <= now - settle], running, room, cpus, float(config["margin"]))
         if pick is None:
             return
         entry = ledger[pick["pid"]]
-        used = sum(e["bytes"] for e in running)
+        entry.update(threads=pick.get("threads") or 1, bytes=pick["bytes"])   # nvcc threads chosen for it, if any
+        used = policy.load(running, float(config["margin"]))
         if not entry.get("learned"):
-            entry["bytes"] = max(entry["bytes"], entry.get("budget", room) - used)
+            entry["bytes"] = max(entry["bytes"], int(entry.get("budget", room) - used))
         entry.update(state="running", started=time.time())
-        log_event(config, event="start", pid=int(pick["pid"]), source=entry.get("source"), bytes=entry["bytes"],
+        log_event(config, event="start", pid=int(pick["pid"]), source=entry.get("source"), bytes=entry["bytes"], options=entry.get("options"),
                   seconds=entry.get("seconds"), threads=entry.get("threads") or 1, learned=bool(entry.get("learned")),
                   running=len(running) + 1, running_threads=sum(e.get("threads") or 1 for e in running) +
-                  (entry.get("threads") or 1), used_bytes=used + entry["bytes"])
+                  (entry.get("threads") or 1), used_bytes=int(policy.load(running + [entry], float(config["margin"]))))
 
 
 def _inode(path):
@@ -288,7 +282,7 @@ def _inode(path):
 
 
 def wait_for_room(config, mine, pid, log, stopped=lambda: None):
-    """Queue ``mine`` in the ledger and wait until the decision starts it; its reservation then. A waiting compile
+    """Queue ``mine`` in the ledger and wait until the decision starts it; its entry then. A waiting compile
     only stats the ledger between decisions (a change of inode: something started, grew or ended); a signal only
     sets a flag, checked here outside the lock, so nothing ever waits on a lock it holds."""
     ledger_path, lock_path = _files(config)[:2]
@@ -306,7 +300,7 @@ def wait_for_room(config, mine, pid, log, stopped=lambda: None):
                 save_json(ledger_path, ledger)
                 seen, decided = _inode(ledger_path), time.time()
                 if ledger[str(pid)]["state"] == "running":
-                    return ledger[str(pid)]["bytes"]
+                    return ledger[str(pid)]
         if not said and now - mine["since"] >= settle + poll:   # not the settling moment every compile has
             log("gpufleet-admit: %s waits for %.1f GiB of the %.1f GiB budget" % (
                 mine["source"], mine["bytes"] / 1024.0 ** 3, mine["budget"] / 1024.0 ** 3))
@@ -365,10 +359,11 @@ def wait_holding(config, mine, held, child, phases, stopped=lambda: None):
                        mine["budget"], mine["cpus"])
 
 
-def learn(config, key, peak, seconds, killed, phases):
+def learn(config, key, peak, seconds, killed, phases, threads=None, stopped=False):
     peaks_path = config["peaks_path"]
     with Locked(peaks_path + ".lock"):
-        save_json(peaks_path, policy.record(load_json(peaks_path), key, peak, seconds, killed, time.time(), phases))
+        save_json(peaks_path, policy.record(load_json(peaks_path), key, peak, seconds, killed, time.time(), phases,
+                                            threads, stopped=stopped))
 
 
 def die_with_parent():
@@ -392,7 +387,7 @@ def run_admitted(config, key, argv, stop):
     peaks = node_peaks(config)
     need, learned = policy.expected_bytes(peaks, key, config["default_bytes"], float(config["margin"]))
     cpus = int(config.get("cpus") or cpu_count())
-    room = policy.budget(config, cgroup_limit(), mem_available())
+    room = settings_rule.budget(config, cgroup_limit(), mem_available())
     mine = {"state": "waiting", "bytes": need, "source": key, "since": time.time(), "seconds": policy.expected_seconds(peaks, key),
             "threads": policy.threads_of(argv[1:], cpus), "learned": learned, "budget": room, "cpus": cpus, "pid": os.getpid(),
             "pid_start": pid_start(os.getpid())}
@@ -400,14 +395,20 @@ def run_admitted(config, key, argv, stop):
     def stopped():
         return stop["signal"]
 
+    archs = policy.arch_count(argv) if config.get("threads_per_source") and policy.is_nvcc(argv) else 0
+    if archs > 1:   # the scheduler picks its nvcc threads: what each count needs, up to the archs and the CPUs
+        mine.update(threads=1, options=policy.thread_options(peaks, key, min(archs, cpus, int(config.get("max_threads") or archs)),
+                                                             archs, config["per_thread_bytes"], float(config["margin"])))
+        mine["bytes"] = mine["options"][0]
     rc, seconds, seen = None, 0.0, []
     try:
-        held = wait_for_room(config, dict((k, v) for k, v in mine.items() if k != "pid"), mine["pid"],
-                             lambda text: sys.stderr.write(text + "\n"), stopped)
+        started = wait_for_room(config, dict((k, v) for k, v in mine.items() if k != "pid"), mine["pid"],
+                                lambda text: sys.stderr.write(text + "\n"), stopped)
+        held, threads = started["bytes"], started.get("threads") if archs > 1 else None
         if stopped():
             raise Stopped()
         start = time.time()
-        child = subprocess.Popen(argv, preexec_fn=die_with_parent)
+        child = subprocess.Popen(policy.with_threads(argv, threads) if threads else argv, preexec_fn=die_with_parent)
         stop["child"] = child
         update(config, mine["pid"], lambda entry: entry.update(child=child.pid, child_start=pid_start(child.pid)) or True)
         rc, seen = wait_holding(config, mine, held, child, policy.phases_of(policy.known(peaks, key)), stopped)
@@ -416,19 +417,20 @@ def run_admitted(config, key, argv, stop):
         return 128 + stop["signal"]
     finally:
         leave(config, mine["pid"], room, cpus, source=key, rc=rc, seconds=round(seconds, 2))
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
-    learn(config, key, peak, seconds, policy.killed_by_signal(rc), seen)
+    # nvcc --threads runs cicc/ptxas side by side, and a killed compile needs at least what its whole tree held: the
+    # tree's sampled sum can pass the largest one process held
+    peak = max([resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024] + [size for _name, size in seen])
+    learn(config, key, peak, seconds, policy.killed_by_signal(rc), seen, threads, stopped=bool(stop["signal"]))
     return 128 - rc if rc < 0 else rc
 
 
 def check(config, out=sys.stdout):
-    """``--check``: the learned sources of this tree that need more than this node's budget, before any build."""
-    room = policy.budget(config, cgroup_limit(), mem_available())
-    big = policy.too_big(node_peaks(config), room, config.get("tree"))
-    message = "the budget of %.1f GiB is below what %s held when compiled" % (room / 1024.0 ** 3, ", ".join(
-        "%s (%.1f GiB)" % (key, peak / 1024.0 ** 3) for key, peak in big)) if big else ""
-    out.write(json.dumps({"budget_bytes": room, "too_big": [{"source": k, "peak_bytes": p} for k, p in big],
-                          "message": message}) + "\n")
+    """``--check``: the sources of this tree that need more than this node's budget, before any build: learned ones
+    over it, and ones OOM-killed holding a peak that times the margin is over it."""
+    room = settings_rule.budget(config, cgroup_limit(), mem_available())
+    big = policy.too_big(node_peaks(config), room, config.get("tree"), float(config["margin"]))
+    out.write(json.dumps({"budget_bytes": room, "too_big": [{"source": k, "peak_bytes": p, "oom_killed": o} for k, p, o in big],
+                          "message": policy.too_big_message(big, room)}) + "\n")
     return 0
 
 

@@ -1,9 +1,10 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet.preflight contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The admission launcher's pure side (plugins/module_utils/_build/_admission.py): its settings and their checks, the
-keys of a compile, the peaks it learns and merges, and the scheduler's one decision (``pick_next``), which
-bench/replay.py imports to model the policy. Stdlib only, no I/O: the role copies this file beside the launcher."""
+"""The admission launcher's pure side (plugins/module_utils/_build/_admission.py): the keys of a compile, the peaks it
+learns and merges, nvcc threads per source, and the scheduler's one decision (``pick_next``), which bench/replay.py
+imports to model the policy. Its settings are _admission_settings.py's. Stdlib only, no I/O: the role copies both files
+beside the launcher."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -14,25 +15,15 @@ import math
 import os
 import re
 import signal
+import sys
+
+try:    # in the collection
+    from ansible_collections.gpufleet.preflight.plugins.module_utils._build._admission_settings import number
+except ImportError:     # beside the build: the launcher's folder is on sys.path
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from _admission_settings import number  # pylint: disable=import-error
 
 SOURCE_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx", ".c", ".C", ".c++")
-DEFAULTS = {
-    "state_dir": None,          # ledger.json + ledger.lock + ledger.log: one per node, so builds share the budget
-    "peaks_path": None,         # peaks.json (node-local, shared by the builds of this node)
-    "seed_peaks": None,         # peaks files of other nodes (read only): what this node has not measured itself
-    "root": None,               # project source root: keys are paths relative to it
-    "tree": None,               # the tree's identity (name, version, archs): keys of different trees never mix
-    "budget_bytes": None,       # None: the cgroup's memory limit (else MemAvailable at start)
-    "reserve_bytes": 512 * 1024 ** 2,   # ninja, cmake, pip and the page cache inside the cgroup
-    "default_bytes": 5 * 1024 ** 3,     # a source never seen: memory per nvcc thread ...
-    "default_times": 1,                 # ... x nvcc threads
-    "margin": 1.15,
-    "cpus": None,               # None: the CPUs this process may run on
-    "poll_seconds": 0.5,        # a waiting compile looks at the ledger's inode this often, decides at least 4x slower
-    "settle_seconds": 0.5,      # the decision waits for this long a lull in arrivals: the compiles ninja starts together queue
-                                # first (at most 10x this long)
-    "sample_seconds": 2.0,      # how often a running compile's process tree is measured (a scan of /proc)
-}
 
 
 # -- keys, peaks, the decision -------------------------------------------------------------------------------------------------
@@ -74,28 +65,19 @@ def flags_id(argv):
 
 
 def threads_of(argv, cpus=1):
-    """The CPUs a compile uses: nvcc's ``--threads N`` / ``-t N`` (0: all of them), else 1."""
-    args = list(argv)
+    """The CPUs a compile uses: nvcc's ``--threads N`` / ``-t N`` (0: all of them), else 1; at most its -gencode
+    count when it names any (nvcc runs one arch's cicc/ptxas per thread, never one arch on two)."""
+    args, archs = list(argv), arch_count(argv)
     for index, arg in enumerate(args):
         name, _sep, value = arg.partition("=")
         if name in ("--threads", "-t"):
             value = value or (args[index + 1] if index + 1 < len(args) else "")
             if value.isdigit():
-                return int(value) or cpus
+                threads = int(value) or cpus
+                return min(threads, archs) if archs else threads
     return 1
 
 
-NUMBER_CEILING = 2 ** 63   # no size, pid, time or count this file reads comes near it; above it, margin x peak overflows
-
-
-def number(value, low=0):
-    """``value`` when it is a finite real number >= ``low`` and below ``NUMBER_CEILING`` (not a bool, not a string),
-    else None: a 400-digit integer in a planted peaks file or ledger (valid JSON) is dropped, never an OverflowError."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
-        return None
-    return value if low <= value < NUMBER_CEILING else None
 
 
 def valid_peak(entry):
@@ -122,7 +104,9 @@ def valid_entry(pid, entry):
     return (str(pid).isdigit() and isinstance(entry, dict) and entry.get("state") in ("waiting", "running")
             and all(number(entry.get(name)) is not None for name in ("bytes", "since"))
             and all(entry.get(name) is None or number(entry.get(name)) is not None
-                    for name in ("seconds", "started", "child", "threads", "budget", "cpus", "pid_start", "child_start")))
+                    for name in ("seconds", "started", "child", "threads", "budget", "cpus", "pid_start", "child_start"))
+            and (entry.get("options") is None or (isinstance(entry["options"], list) and 0 < len(entry["options"]) <= 1024
+                                                  and all(number(o) is not None for o in entry["options"]))))
 
 
 def known(peaks, key):
@@ -168,22 +152,150 @@ def still_arriving(waiting, now, settle, patience=10):
     return now - newest < settle and now - oldest < patience * settle
 
 
-def pick_next(waiting, running, budget, cpus):
+def pick_next(waiting, running, budget, cpus, margin=1.0):
     """The waiting compile to start now, or None. Each entry: ``bytes``, ``threads``, ``seconds`` (learned, None if
-    not), ``learned`` (it finished before), ``since``; ``budget``/``cpus`` of its own build override the arguments.
+    not), ``learned`` (it finished before), ``since``; ``budget``/``cpus`` of its own build override the arguments;
+    ``options`` (an nvcc compile of several archs): the bytes it needs at 1, 2, ... threads.
 
-    Among those that fit - their bytes beside what runs within the budget, their threads beside the running ones
+    Among those that fit - their ``load`` beside what runs within the budget, their threads beside the running ones
     within the CPUs, no second unlearned one beside an unlearned one - the longest expected first (the longest
-    compiles bound the makespan; ties: first come). With nothing running, the longest waiting always starts."""
-    used = sum(e["bytes"] for e in running)
-    threads = sum(e.get("threads") or 1 for e in running)
-    cold = any(not e.get("learned") for e in running)
-    fits = [e for e in waiting if not running or (
-        used + e["bytes"] <= e.get("budget", budget) and threads + (e.get("threads") or 1) <= e.get("cpus", cpus)
-        and not (cold and not e.get("learned")))]
-    if not fits:
+    compiles bound the makespan; ties: first come). With nothing running, the longest waiting always starts. One
+    with ``options`` comes back as a copy with the ``threads`` and ``bytes`` it starts with (``threads_for``)."""
+    def fits(e, beside):
+        return (load(beside + [e], margin) <= e.get("budget", budget)
+                and sum(b.get("threads") or 1 for b in beside + [e]) <= e.get("cpus", cpus)
+                and not (not e.get("learned") and any(not b.get("learned") for b in beside)))
+
+    fitting = [e for e in waiting if not running or fits(e, list(running))]
+    if not fitting:
         return None
-    return max(fits, key=lambda e: (e.get("seconds") or 0, -e["since"]))
+    pick = max(fitting, key=start_order)
+    if len(pick.get("options") or ()) < 2:
+        return pick
+    # what would start beside it at one thread each (longest first) keeps its CPUs and memory: the rest is its to use
+    beside = list(running) + [pick]
+    for other in sorted((e for e in fitting if e is not pick), key=start_order, reverse=True):
+        if fits(other, beside):
+            beside.append(other)
+    chosen = threads_for(pick["options"], pick.get("budget", budget) - load(beside, margin),
+                         pick.get("cpus", cpus) - sum(b.get("threads") or 1 for b in beside))
+    # a compile longer than the rest of the build spread over the CPUs (or over the memory: learned seconds x bytes
+    # / budget, whichever is longer) bounds the makespan: it takes its threads first (up to seconds / that span),
+    # from what the running ones leave, before the others get theirs
+    span = max(sum((e.get("seconds") or 0) * (e.get("threads") or 1) for e in waiting) / float(pick.get("cpus", cpus)),
+               sum((e.get("seconds") or 0) * e["bytes"] for e in waiting) / float(pick.get("budget", budget)))
+    if span > 0 and (pick.get("seconds") or 0) > span:
+        critical = threads_for(pick["options"][:int(math.ceil(pick["seconds"] / span))],
+                               pick.get("budget", budget) - load(list(running) + [pick], margin),
+                               pick.get("cpus", cpus) - sum(b.get("threads") or 1 for b in list(running) + [pick]))
+        chosen = max(chosen, critical)
+    return dict(pick, threads=chosen, bytes=pick["options"][chosen - 1])
+
+
+def load(entries, margin=1.0):
+    """The memory ``entries`` take together for admission: a learned compile's reservation is its peak x the margin,
+    but the margin is kept once, for the largest (peaks of one source repeat within 1 % run to run; what the margin
+    covers - a seed from another node, a sample that missed the top - is not expected of every compile at once, and
+    a compile that grows past its peak raises its own reservation as it runs); an unlearned one's claim counts whole."""
+    learned = [e["bytes"] / float(margin) for e in entries if e.get("learned")]
+    return (sum(e["bytes"] for e in entries if not e.get("learned")) + sum(learned)
+            + (max(learned) * (margin - 1) if learned else 0))
+
+
+def start_order(entry):
+    """Longest expected first, then first come."""
+    return (entry.get("seconds") or 0, -entry["since"])
+
+
+def threads_for(options, spare_bytes, spare_cpus):
+    """The most threads (1 at least) whose extra bytes over one thread fit ``spare_bytes`` and extra threads
+    ``spare_cpus``."""
+    best = 1
+    for threads in range(2, len(options) + 1):
+        if threads - 1 <= spare_cpus and options[threads - 1] - options[0] <= spare_bytes:
+            best = threads
+    return best
+
+
+# -- nvcc threads per source (issue 29 item 3) ------------------------------------------------------------------------
+_GENCODE = re.compile(r"^(-gencode|--generate-code)(=|$)")
+
+
+def arch_count(argv):
+    """How many -gencode / --generate-code targets a compile has: nvcc --threads runs that many cicc/ptxas side by
+    side at most (it never splits one arch)."""
+    return sum(1 for arg in argv if _GENCODE.match(arg))
+
+
+def is_nvcc(argv):
+    """Whether the compiler (after any cache launcher: ccache nvcc ...) is nvcc."""
+    return any(os.path.basename(arg).startswith("nvcc") for arg in list(argv)[:3])
+
+
+def with_threads(argv, threads):
+    """``argv`` with nvcc's thread count set to ``threads``: every --threads/-t (=N or N) replaced by one, else added
+    at the end (nvcc reads options anywhere; the first words may be a cache launcher)."""
+    args, out, index = list(argv), [], 0
+    while index < len(args):
+        name, sep, _value = args[index].partition("=")
+        if name in ("--threads", "-t"):
+            index += 1 if sep or index + 1 >= len(args) else 2
+            continue
+        out.append(args[index])
+        index += 1
+    return out + ["--threads=%d" % threads]
+
+
+def thread_points(entry):
+    """``{threads: peak_bytes}`` measured for a learned source (by_threads in peaks.json; malformed ones dropped)."""
+    points = (entry or {}).get("by_threads")
+    if not isinstance(points, dict):
+        return {}
+    return dict((int(t), int(p)) for t, p in points.items() if str(t).isdigit() and int(t) >= 1 and number(p, 1))
+
+
+def peak_at(entry, threads, archs):
+    """The expected peak of a learned source at ``threads`` nvcc threads, from the peaks measured at other counts.
+    The model: peak(t) = base + min(t, archs) x per-arch increment - t cicc/ptxas side by side - fitted (least
+    squares, neither part below 0) through the points of 2 threads or more; one point (t0, p0) gives per-arch
+    p0 / t0 and base 0 (an upper bound: the real base is not negative). Measured on nvcc 13.0 (docs/benchmarks.md):
+    at one thread the peak can be the host front end (cudafe++), not cicc, so the 1-thread point only floors the
+    estimate, unless it is the only one. Never below a point measured at fewer threads; below every measured
+    count, the smallest count's peak (the peak does not fall as threads are added). A measured point is used as is."""
+    points = dict((min(t, archs), p) for t, p in thread_points(entry).items()) or {1: int(entry["peak_bytes"])}
+    threads = min(threads, archs)
+    if threads in points:
+        return points[threads]
+    below = [p for t, p in points.items() if t < threads]
+    if not below:
+        return points[min(points)]
+    parallel = dict((t, p) for t, p in points.items() if t >= 2) or points
+    if len(parallel) >= 2:
+        base, per = fit_threads(parallel)
+    else:
+        (count, peak), = parallel.items()
+        base, per = 0.0, peak / float(count)
+    return int(max([base + per * threads] + below))
+
+
+def fit_threads(points):
+    """(base, per-thread increment) of the least-squares line through ``{threads: peak}`` (two or more threads)."""
+    count = float(len(points))
+    mean_t, mean_p = sum(points) / count, sum(points.values()) / count
+    spread = sum((t - mean_t) ** 2 for t in points)
+    per = max(sum((t - mean_t) * (p - mean_p) for t, p in points.items()) / spread, 0.0)
+    return max(mean_p - per * mean_t, 0.0), per
+
+
+def thread_options(peaks, key, top, archs, per_thread_default, margin):
+    """What a compile needs at 1..``top`` nvcc threads: learned, the model's peak x margin. Never seen (or killed last
+    time) it gets one option, one thread, the default per thread (or at least what it held): cold is safe - a
+    source's per-arch peak may be 15 GiB where the default guesses 5, so t of them side by side are not risked before
+    one has been seen."""
+    entry, learned = valid_peak((peaks or {}).get(key)) if key else None, known(peaks, key) is not None
+    if not learned:
+        return [max(int(per_thread_default), int(entry["peak_bytes"] * margin) if entry else 0)]
+    return [int(peak_at(entry, threads, archs) * margin) for threads in range(1, max(int(top), 1) + 1)]
 
 
 def killed_by_signal(rc):
@@ -223,11 +335,12 @@ def tree_members(stats, root):
     return members
 
 
-def record(peaks, key, peak_bytes, seconds, killed, now, phases=None):
+def record(peaks, key, peak_bytes, seconds, killed, now, phases=None, threads=None, stopped=False):
     """The peaks with this compile's measurement: the last measurement wins (sources change); a compile killed by a
     signal (the OOM killer, a back-off) did not finish its peak, so it keeps the larger of this and what was known
-    (and is not "learned" until it finishes); one far quicker and smaller than last time is a compiler cache's hit
-    (the cache launcher runs after this one) and changes nothing learned."""
+    (and is not "learned" until it finishes) - ``stopped`` when a stop asked for it (what it held then says nothing
+    of what it needs); one far quicker and smaller than last time is a compiler cache's hit (the cache launcher runs
+    after this one) and changes nothing learned."""
     peaks = dict(peaks or {})
     if not key:
         return peaks
@@ -241,6 +354,13 @@ def record(peaks, key, peak_bytes, seconds, killed, now, phases=None):
         return peaks
     peaks[key] = {"peak_bytes": peak, "seconds": round(float(seconds), 1), "killed": bool(killed), "at": int(now),
                   "runs": count(previous, "runs") + 1}
+    points = thread_points(previous)
+    if threads and not killed:
+        points[int(threads)] = peak   # the per-threads peaks the model is fitted through (the last one of each wins)
+    if points:
+        peaks[key]["by_threads"] = dict((str(t), p) for t, p in sorted(points.items()))
+    if killed and stopped:
+        peaks[key]["stopped"] = True
     if phases and not killed:
         peaks[key]["phases"] = [[name, int(size)] for name, size in phases]
     elif previous.get("phases"):
@@ -254,85 +374,56 @@ def count(entry, name):
 
 def merge_peaks(*tables):
     """One peaks table from several (seeds first, this node's own last): valid entries only; a later table's entry
-    wins, except that a killed one never replaces one that finished."""
+    wins, except that a killed one replaces one that finished only when it held more (it was killed past the peak
+    that table knew, so that peak is too low here; killed below it - a stop, a neighbour's OOM - it says nothing)."""
     merged = {}
     for table in tables:
         for key, entry in (table if isinstance(table, dict) else {}).items():
             entry = valid_peak(entry)
             before = merged.get(key)
-            if entry and not (entry.get("killed") and before and not before.get("killed")):
+            if entry and not (entry.get("killed") and before and not before.get("killed")
+                              and entry["peak_bytes"] <= before["peak_bytes"]):
                 merged[key] = entry
     return merged
 
 
-def too_big(peaks, budget_bytes, tree=None):
-    """``[(key, peak_bytes)]`` of the learned sources (of ``tree``) that need more than the budget even alone."""
+def oom_killed(entry):
+    """Whether a peaks entry is a compile the OOM killer (or a back-off's SIGKILL) ended, not one a stop ended."""
+    return bool(entry and entry.get("killed") and not entry.get("stopped"))
+
+
+def too_big(peaks, budget_bytes, tree=None, margin=1.0):
+    """``[(key, peak_bytes, killed)]`` of the sources (of ``tree``) that need more than the budget even alone: a
+    learned one whose peak - at the fewest nvcc threads measured: the scheduler may run a multi-arch compile with
+    fewer than last time - is over it, and one OOM-killed holding a peak that times the margin is over it (it was
+    killed at that size, so it needs more: the field rerun's fp8_blockwise_gemm_kernel.cu, killed again and again)."""
     prefix = tree + ":" if tree else ""
-    return sorted((key, int(entry["peak_bytes"])) for key, entry in merge_peaks(peaks).items()
-                  if key.startswith(prefix) and entry["peak_bytes"] > budget_bytes)
+    found = []
+    for key, entry in merge_peaks(peaks).items():
+        if not key.startswith(prefix) or entry.get("stopped"):
+            continue
+        least = min(list(thread_points(entry).values()) or [int(entry["peak_bytes"])])
+        if least * (margin if entry.get("killed") else 1) > budget_bytes:
+            found.append((key, int(least), oom_killed(entry)))
+    return sorted(found)
 
 
-def budget(config, limit=None, available=None):
-    """The bytes compiles may reserve together: the configured budget and the cgroup limit (the smaller), less the
-    reserve; without either, what is available now."""
-    candidates = [b for b in (config.get("budget_bytes"), limit) if b]
-    base = min(candidates) if candidates else (available or 0)
-    return max(int(base) - int(config.get("reserve_bytes") or 0), 1)
+def learned_from_oom(before, after):
+    """The keys whose OOM-killed peak ``after`` (a peaks table) learned since ``before``: killed for the first time,
+    or killed again holding more. An OOM that taught the scheduler this needs no fewer jobs; one that taught nothing
+    (the same source killed again at the same peak) is where guarded_build's back-off is the last resort."""
+    found = []
+    for key, entry in sorted((after or {}).items()):
+        old = (before or {}).get(key)
+        if oom_killed(entry) and (not oom_killed(old) or entry["peak_bytes"] > old["peak_bytes"]):
+            found.append(key)
+    return found
 
 
-# The project's one size rule (plugins/module_utils/_human.parse_size_option, held to the same answers by a table
-# test; this file stays stdlib-only): binary units or whole bytes; 64GB (10^9 or 2^30?) and "5 GiB" are refused.
-_DECIMAL_UNIT = re.compile(r"^\s*([0-9.]+)\s*([kKmMgGtTpPeE])[bB]\s*$")
-_SIZE_FORM = re.compile(r"([0-9]+(\.[0-9]+)?)(([KMGTPEkmgtpe])|([KMGTPE])iB|[Bb])?\Z")
-_POWERS = "BKMGTPE"
-
-
-def parse_size(option, value):
-    """A size the config holds -> bytes, or ValueError naming ``option``."""
-    if isinstance(value, float) and not (math.isnan(value) or math.isinf(value)) and value.is_integer():
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise ValueError("%s: %r is not a size like 64GiB, 512MiB or a number of bytes" % (option, value))
-    if isinstance(value, int):
-        if value < 0:
-            raise ValueError("%s: %r is negative" % (option, value))
-        return value
-    decimal = _DECIMAL_UNIT.match(value)
-    if decimal:
-        raise ValueError("%s: %r is ambiguous (decimal GB = 10^9 bytes, or GiB = 2^30?): write %s%siB for powers of "
-                         "1024, or the number of bytes" % (option, value, decimal.group(1), decimal.group(2).upper()))
-    form = _SIZE_FORM.match(value.strip())
-    if not form:
-        raise ValueError("%s: %r is not a size like 64GiB, 512MiB or a number of bytes" % (option, value))
-    return int(round(float(form.group(1)) * 1024 ** _POWERS.index((form.group(4) or form.group(5) or "B").upper())))
-
-
-SIZES = ("budget_bytes", "reserve_bytes", "default_bytes")
-PATHS = ("state_dir", "peaks_path", "root")
-
-
-def checked_config(settings):
-    """``DEFAULTS`` updated by ``settings``: sizes in bytes, numbers checked; ValueError naming an unknown key or a
-    bad value (the sgl_kernel role and guarded_build build the file with the admission_config filter, which calls
-    this, so a value the launcher refuses is refused before the build)."""
-    unknown = sorted(set(settings) - set(DEFAULTS))
-    if unknown:
-        raise ValueError("unknown admission setting(s) %s: the settings are %s" % (", ".join(unknown), ", ".join(sorted(DEFAULTS))))
-    config = dict(DEFAULTS)
-    config.update(settings)
-    for name in SIZES:
-        if config[name] is not None:
-            config[name] = parse_size(name, config[name])
-    for name, low in (("default_times", 1), ("margin", 1), ("poll_seconds", 0.01), ("sample_seconds", 0.01),
-                      ("settle_seconds", 0)):
-        if number(config[name], low) is None:
-            raise ValueError("%s: %r is not a number >= %s" % (name, config[name], low))
-    for name in PATHS + ("tree",):
-        if config[name] is not None and not isinstance(config[name], str):
-            raise ValueError("%s: %r is not a string" % (name, config[name]))
-    if config["cpus"] is not None and not number(config["cpus"], 1):
-        raise ValueError("cpus: %r is not a number >= 1" % (config["cpus"],))
-    seeds = config["seed_peaks"]
-    if seeds is not None and not (isinstance(seeds, list) and all(isinstance(p, str) for p in seeds)):
-        raise ValueError("seed_peaks: %r is not a list of paths" % (seeds,))
-    return config
+def too_big_message(big, budget_bytes):
+    """What a person reads for ``too_big``'s answer ('' for none)."""
+    if not big:
+        return ""
+    return "the budget of %.1f GiB is below what these sources need alone: %s" % (budget_bytes / 1024.0 ** 3, ", ".join(
+        ("%s (more than %.1f GiB: OOM-killed holding that)" if killed else "%s (%.1f GiB, held when compiled)")
+        % (key, peak / 1024.0 ** 3) for key, peak, killed in big))

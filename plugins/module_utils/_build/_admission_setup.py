@@ -2,7 +2,7 @@
 # Copyright: gpufleet.preflight contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Memory admission as a guarded_build capability (issue 29 item 4): its ``admission`` option puts the admission
-launcher (_admission.py + _admission_policy.py, written beside the build) in front of every CUDA, C++ and C compile
+launcher (_admission.py + _admission_policy.py + _admission_settings.py, written beside the build) in front of every CUDA, C++ and C compile
 of any CMake project - ``CMAKE_<LANG>_COMPILER_LAUNCHER`` in the environment (plain CMake >= 3.17 reads it) and in
 ``CMAKE_ARGS`` (scikit-build-core, setup.py builds), where a compiler cache's launcher is appended after it."""
 
@@ -17,6 +17,7 @@ import shlex
 import sys
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _admission
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _admission_settings as settings_rule
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _admission_policy as policy
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build._build_engine import BuildError
 from ansible_collections.gpufleet.preflight.plugins.module_utils._human import parse_size_option
@@ -29,14 +30,14 @@ def admission_settings(settings, build_dir, source):
     """The launcher's config from the ``admission`` option: its defaults, this build's state folder and source root,
     the node's peaks file; ValueError naming what is wrong (an unknown key, a decimal size)."""
     chosen = dict((key, value) for key, value in (settings or {}).items() if value is not None)
-    for name in policy.SIZES:
+    for name in settings_rule.SIZES:
         if name in chosen:
             chosen[name] = parse_size_option("admission.%s" % name, chosen[name])
     chosen.setdefault("state_dir", os.path.join(build_dir, FOLDER))
     chosen.setdefault("peaks_path", os.path.expanduser("~/.cache/gpufleet/admission/peaks.json"))
     chosen.setdefault("root", source)
     try:
-        return policy.checked_config(chosen)
+        return settings_rule.checked_config(chosen)
     except ValueError as exc:
         raise ValueError("admission: %s" % exc)
 
@@ -52,7 +53,7 @@ def with_admission(env, settings, build_dir, source, python=None):
         folder = os.path.join(build_dir, FOLDER)
         if not os.path.isdir(folder):
             os.makedirs(folder)
-        for name, module in ((LAUNCHER, _admission), ("_admission_policy.py", policy)):
+        for name, module in ((LAUNCHER, _admission), ("_admission_policy.py", policy), ("_admission_settings.py", settings_rule)):
             with open(os.path.join(folder, name), "w") as handle:
                 handle.write(inspect.getsource(module))
         config_path = os.path.join(folder, "config.json")
@@ -69,3 +70,21 @@ def with_admission(env, settings, build_dir, source, python=None):
     words = " ".join(shlex.quote("-DCMAKE_%s_COMPILER_LAUNCHER=%s" % (language, joined)) for language in ("CUDA", "CXX", "C"))
     env["CMAKE_ARGS"] = (env.get("CMAKE_ARGS", "") + " " + words).strip()
     return chain
+
+
+def node_peaks(config):
+    """The peaks the launchers of this build read (the seeds, then this node's own), merged; {} without admission."""
+    return _admission.node_peaks(config) if config else {}
+
+
+def refused_sources(config, limit_bytes):
+    """Why the build cannot fit (a message naming each source that needs more than the budget alone: learned over
+    it, or OOM-killed holding a peak that times the margin is over it), or None: said before the first compile and
+    after an OOM, not 26 minutes in."""
+    if not config:
+        return None
+    room = settings_rule.budget(config, limit_bytes)
+    big = policy.too_big(node_peaks(config), room, config.get("tree"), float(config["margin"]))
+    if not big:
+        return None
+    return "admission: %s; give the build more memory (memory_limit)" % policy.too_big_message(big, room)

@@ -20,7 +20,11 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._build._build_e
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build._build_methods import SIGNAL_NAMES
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build._build_process import BuildProcess, kill_marked
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build._confinement import Unavailable
-from ansible_collections.gpufleet.preflight.plugins.module_utils._build._timeline import ProgressFollower
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._timeline import (
+    ProgressFollower,
+    overall_progress,
+    rate_eta,
+)
 from ansible_collections.gpufleet.preflight.plugins.module_utils._facts._kernel_events import KmsgFollower, oom_lines_in_cgroup
 from ansible_collections.gpufleet.preflight.plugins.module_utils._human import human
 
@@ -67,12 +71,12 @@ class AttemptRunner(object):
                         now = time.time()
                         if now >= next_status:
                             next_status = now + self.params["status_interval"]
-                            seen = follower.update()
+                            seen = self._progress(follower.update(), now)
                             # a rise of the cgroup's peak counter since the last sample: reached in this interval
                             self.timeline.add(now - self.started, usage, jobs, attempt, peak=self.confinement.counters()[1])
                             self.write_status(state="running", attempt=attempt, jobs=jobs, build_pgid=build.pgid,
-                                              progress=seen["progress"], step=seen["step"],
-                                              eta_seconds=seen["eta_seconds"],
+                                              progress=seen["progress"], step=seen["step"], steps_total=self.steps_total,
+                                              eta_seconds=seen["eta_seconds"], eta_basis=seen["eta_basis"],
                                               timeline=self.timeline.to_list(),
                                               memory_bytes=usage, memory_human=human(usage),
                                               elapsed_seconds=round(now - self.started, 1))
@@ -115,7 +119,21 @@ class AttemptRunner(object):
         outcome.update(kind=kind, oom=kind == engine.OOM, why=why, duration=round(time.time() - started, 2),
                        peak_memory_bytes=attempt_peak, peak_memory_human=human(attempt_peak),
                        progress=engine.parse_progress(attempt_text), failed_steps=engine.failed_steps(attempt_text))
+        self.steps_total = overall_progress(outcome["progress"], self.steps_total)[1]   # a short attempt counts too
         return outcome
+
+    def _progress(self, seen, now):
+        """The follower's state counted over the whole build: steps across attempts and resumed runs, and one ETA
+        (the learned per-step times of the last build's .ninja_log, else this run's rate over every attempt),
+        smoothed over minutes (``EtaSmoother``), with its basis."""
+        progress, self.steps_total = overall_progress(seen["progress"], self.steps_total)
+        if progress and self.run_counted is None:
+            self.run_counted = (progress["done"], now)
+        raw, basis = seen["eta_seconds"], "learned"
+        if raw is None and progress:
+            raw, basis = rate_eta(progress["done"], progress["total"], (self.run_counted[0], now - self.run_counted[1])), "rate"
+        eta = self.eta.update(raw, basis, now)
+        return dict(seen, progress=progress, eta_seconds=eta, eta_basis=self.eta.basis if eta is not None else None)
 
     def _wait(self, build, step):
         """``build.wait(step)``, the one place a stop signal interrupts (then Interrupted); a signal that came while

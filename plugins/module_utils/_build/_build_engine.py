@@ -111,9 +111,14 @@ def classify_attempt(returncode, timed_out=False, interrupted=None, watchdog=Non
 
 
 def decide_next(kind, attempt, max_attempts, jobs, why="", failed_step=None, timeout=None,
-                budget_bytes=None, nvcc_threads=1):
+                budget_bytes=None, nvcc_threads=1, learned=None):
     """After attempt ``attempt`` (of ``max_attempts``) ran with ``jobs`` and ended as ``kind``:
-    ``(DONE, jobs, None)``, ``(RETRY, fewer_jobs, message)`` or ``(FAIL, jobs, message)``."""
+    ``(DONE, jobs, None)``, ``(RETRY, jobs, message)`` or ``(FAIL, jobs, message)``.
+
+    ``learned``: with admission, the sources whose need the launchers learned from this attempt's OOM (killed for
+    the first time, or again holding more). Then the scheduler admits less - the same jobs again; halving ninja's
+    ``-j`` (which pinned the real tree's rerun at one job, 9-11 GiB of 12 idle) is the last resort, for an OOM that
+    taught nothing (the same source killed again at the same peak) or a build without admission."""
     if kind == OK:
         return DONE, jobs, None
     if kind == INTERRUPTED:
@@ -122,19 +127,26 @@ def decide_next(kind, attempt, max_attempts, jobs, why="", failed_step=None, tim
         return FAIL, jobs, "the build timed out after %s seconds (attempt %d, jobs=%d)" % (timeout, attempt, jobs)
     if kind != OOM:
         return FAIL, jobs, "the build failed (%s)%s" % (why, "; failing step: %s" % failed_step if failed_step else "")
-    if jobs == 1:
+    if jobs == 1 and not learned:
         return FAIL, jobs, oom_at_one_job_message(budget_bytes, nvcc_threads)
     if attempt >= max_attempts:
         return FAIL, jobs, ("OOM-killed on all %d attempts (last at jobs=%d); raise max_attempts or memory_limit, "
                             "or start with fewer jobs" % (max_attempts, jobs))
+    if learned:
+        names = ", ".join(learned[:3]) + (" and %d more" % (len(learned) - 3) if len(learned) > 3 else "")
+        return RETRY, jobs, ("OOM-killed at jobs=%d (%s); the scheduler learned what %s held when killed and admits it "
+                             "only where that fits: resuming with jobs=%d" % (jobs, why, names, jobs))
     fewer = next_jobs(jobs)
-    return RETRY, fewer, "OOM-killed at jobs=%d (%s); resuming with jobs=%d" % (jobs, why, fewer)
+    return RETRY, fewer, "OOM-killed at jobs=%d (%s)%s; resuming with jobs=%d" % (
+        jobs, why, "" if learned is None else ", and the scheduler learned nothing new from it", fewer)
 
 
 def oom_at_one_job_message(budget_bytes, nvcc_threads):
-    return ("OOM-killed at jobs=1: the budget of %s is too small for one compile with %d nvcc thread%s; "
-            "raise memory (memory_limit) or lower nvcc threads" % (
-                human(budget_bytes), nvcc_threads, "" if nvcc_threads == 1 else "s"))
+    """One compile alone does not fit: more memory, or - only when there are threads to take away - fewer of them."""
+    advice = "raise memory (memory_limit) or lower nvcc threads" if nvcc_threads > 1 else (
+        "raise memory (memory_limit): it already ran with one nvcc thread, the fewest there are")
+    return "OOM-killed at jobs=1: the budget of %s is too small for one compile with %d nvcc thread%s; %s" % (
+        human(budget_bytes), nvcc_threads, "" if nvcc_threads == 1 else "s", advice)
 
 
 def build_environment(base_env, jobs, nvcc_threads, cmake_args, threads_variable, policy_version_minimum,

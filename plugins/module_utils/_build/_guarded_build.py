@@ -45,10 +45,16 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._build._build_p
     owner_alive,
     process_start_time,
 )
-from ansible_collections.gpufleet.preflight.plugins.module_utils._build._admission_setup import with_admission
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._admission_setup import (
+    admission_settings,
+    node_peaks,
+    refused_sources,
+    with_admission,
+)
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._admission_policy import learned_from_oom
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build._compiler_cache import BuildCache
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build._confinement import Unavailable, cgroup_name
-from ansible_collections.gpufleet.preflight.plugins.module_utils._build._timeline import Timeline
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._timeline import EtaSmoother, Timeline, overall_progress
 from ansible_collections.gpufleet.preflight.plugins.module_utils._facts._cpus import collect_cpus
 from ansible_collections.gpufleet.preflight.plugins.module_utils._facts._memory import collect_memory
 from ansible_collections.gpufleet.preflight.plugins.module_utils._human import human
@@ -87,6 +93,7 @@ class GuardedBuild(AttemptRunner):
         self.run_id = params.get("run_id") or new_run_id()
         self.module_start_time = process_start_time(os.getpid()) or 0
         self.marker = marker_value(self.run_id, os.getpid(), self.module_start_time)
+        self.steps_total, self.run_counted, self.eta = None, None, EtaSmoother()   # progress of the whole build
 
     # -- validation and planning, before anything runs
     def prepare(self):
@@ -130,6 +137,9 @@ class GuardedBuild(AttemptRunner):
             params["environment"])
         env[MARKER_VARIABLE] = self.marker.split("=", 1)[1]  # every process of the build carries it
         with_admission(env, params.get("admission"), self.build_dir, self.source)   # before the cache's launcher
+        # what the launchers read: refused sources before each attempt, what an OOM taught them after it
+        self.admission = None if params.get("admission") is None else admission_settings(
+            params["admission"], self.build_dir, self.source)
         self._compiler_cache(env)
         return env
 
@@ -325,6 +335,11 @@ class GuardedBuild(AttemptRunner):
         if problem:
             self.warnings.append(problem + " (replaced by this run's)")
         self.started = time.time()
+        # the steps of the whole build: a resume of a run that did not finish counts on from its total
+        carried = (previous or {}).get("steps_total") if isinstance(previous, dict) else None
+        self.steps_total = carried if isinstance(carried, int) and not isinstance(carried, bool) and carried > 0 \
+            and previous.get("state") != "succeeded" else None
+        self.run_counted, self.eta = None, EtaSmoother()
         self.status = {"state": "starting", "name": self.name, "log": self.log_path, "build_dir": self.build_dir,
                        "run_id": self.run_id, "module_pid": os.getpid(), "module_start_time": self.module_start_time,
                        "build_marker": self.marker, "max_attempts": self.params["max_attempts"],
@@ -369,17 +384,24 @@ class GuardedBuild(AttemptRunner):
                 if self.stop_signal is not None:
                     failure = "stopped"
                     break
+                failure = refused_sources(self.admission, self.limit_bytes)   # known before it runs: not run
+                if failure:
+                    break
                 self.write_status(state="running", attempt=attempt, jobs=jobs)
+                before = node_peaks(self.admission)
                 try:
                     outcome = self.run_attempt(attempt, jobs, deadline)
                 except Interrupted as exc:  # between two attempts
                     failure = "the build was interrupted (%s)" % exc
                     break
                 attempts.append(outcome)
+                if self.admission:   # the sources the launchers learned a larger need of from this attempt's OOM
+                    outcome["admission_learned"] = learned_from_oom(before, node_peaks(self.admission))
                 step = outcome["failed_steps"][-1] if outcome["failed_steps"] else None
                 action, jobs, message = engine.decide_next(
                     outcome["kind"], attempt, params["max_attempts"], jobs, why=outcome["why"], failed_step=step,
-                    timeout=params["timeout"], budget_bytes=self.limit_bytes, nvcc_threads=self.nvcc_threads)
+                    timeout=params["timeout"], budget_bytes=self.limit_bytes, nvcc_threads=self.nvcc_threads,
+                    learned=outcome.get("admission_learned"))
                 if action == engine.DONE:
                     break
                 if action == engine.FAIL:
@@ -411,7 +433,8 @@ class GuardedBuild(AttemptRunner):
         if failure is None:
             result.update(changed=True, msg="built in %d attempt%s, final jobs=%d" % (
                 len(attempts), "" if len(attempts) == 1 else "s", result["final_jobs"]))
-            self.write_status(state="succeeded", message=result["msg"], progress=attempts[-1]["progress"],
+            self.write_status(state="succeeded", message=result["msg"], eta_seconds=0.0,
+                              progress=overall_progress(attempts[-1]["progress"], self.steps_total)[0],
                               peak_memory_bytes=peak, duration=duration)
             try:
                 state.write_json_atomic(self.stamp_path, {

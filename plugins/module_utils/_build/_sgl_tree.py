@@ -17,16 +17,20 @@ Pure parsers first:
 
 Then the collectors that read files: ``scan_fetchcontent(src, offline_dir, sources)`` walks the tree's CMake
 files, finds every declared name, looks for its offline copy, and walks into that copy too (nested
-declarations, such as mscclpp's json, nanobind and dlpack), reporting what is missing; ``read_ninja_summary``.
+declarations, such as mscclpp's json, nanobind and dlpack), reporting what is missing and which copy is at another
+commit than the tree pins (``pin_check``: the folder's git HEAD, else prepare_offline_sources' stamp, against
+``GIT_TAG``); ``read_ninja_summary``.
 """
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
 import errno
+import json
 import os
 import re
 import stat
+import zlib
 
 _COMMENT = re.compile(r"#\[(=*)\[.*?\]\1\]|#[^\n]*", re.S)
 _DECLARE = re.compile(r"\bFetchContent_Declare\s*\(([^)]*)\)", re.I | re.S)
@@ -236,6 +240,118 @@ def find_offline_dir(name, offline_dir=None, sources=None):
     return None
 
 
+STAMP_FOLDER = ".gpufleet-sources"   # playbooks/prepare_offline_sources.yml: <offline_dir>/.gpufleet-sources/<name>.json
+_HEX = re.compile(r"^[0-9a-fA-F]{7,40}$")
+
+
+def _git_dir(folder):
+    """The git directory of a checkout: ``.git`` itself, or where a ``.git`` file (``gitdir: ...``) points."""
+    dot_git = os.path.join(folder, ".git")
+    if os.path.isdir(dot_git):
+        return dot_git
+    try:
+        text = _read(dot_git, 4096).strip()
+    except (OSError, IOError):
+        return None
+    if text.startswith("gitdir:"):
+        target = text[len("gitdir:"):].strip()
+        return os.path.normpath(os.path.join(folder, target))
+    return None
+
+
+def _ref(git_dir, name):
+    """The object a ref names, from its loose file or packed-refs (for a tag: the commit it peels to), or None."""
+    try:
+        value = _read(os.path.join(git_dir, name), 4096).strip()
+        if _HEX.match(value):
+            return value.lower()
+    except (OSError, IOError):
+        pass
+    try:
+        packed = _read(os.path.join(git_dir, "packed-refs")).splitlines()
+    except (OSError, IOError):
+        return None
+    found = None
+    for index, line in enumerate(packed):
+        parts = line.split()
+        if len(parts) == 2 and parts[1] == name:
+            found = parts[0].lower()
+            peeled = packed[index + 1] if index + 1 < len(packed) else ""
+            if peeled.startswith("^"):   # an annotated tag: the commit under it
+                found = peeled[1:].strip().lower()
+    return found
+
+
+def _tag_commit(git_dir, tag):
+    """The commit tag ``tag`` names, or None when it cannot be told: packed-refs peel annotated tags (a ``^`` line);
+    a loose tag's object is read (zlib) to peel it, and one packed away is left unknown rather than guessed."""
+    try:
+        loose = _read(os.path.join(git_dir, "refs", "tags", tag), 4096).strip().lower()
+    except (OSError, IOError):
+        loose = None
+    if not loose:
+        return _ref(git_dir, "refs/tags/" + tag)
+    if not _HEX.match(loose) or len(loose) != 40:
+        return None
+    try:
+        with open(os.path.join(git_dir, "objects", loose[:2], loose[2:]), "rb") as handle:
+            body = zlib.decompressobj().decompress(handle.read(65536), 4096)
+    except (OSError, IOError, zlib.error):
+        return None
+    if body.startswith(b"commit "):
+        return loose
+    found = re.search(rb"\x00object ([0-9a-f]{40})\n", body) if body.startswith(b"tag ") else None
+    return found.group(1).decode("ascii") if found else None
+
+
+def checkout_commit(folder):
+    """``(commit, how)`` of an offline source folder: its git HEAD (``git``), else the commit recorded by
+    prepare_offline_sources beside it (``stamp``), else ``(None, None)``."""
+    git_dir = _git_dir(folder)
+    if git_dir:
+        try:
+            head = _read(os.path.join(git_dir, "HEAD"), 4096).strip()
+        except (OSError, IOError):
+            head = ""
+        commit = _ref(git_dir, head[len("ref:"):].strip()) if head.startswith("ref:") else (
+            head.lower() if _HEX.match(head) else None)
+        if commit:
+            return commit, "git"
+    stamp = stamp_of(folder)
+    if stamp and isinstance(stamp.get("commit"), str) and _HEX.match(stamp["commit"]):
+        return stamp["commit"].lower(), "stamp"
+    return None, None
+
+
+def stamp_of(folder):
+    """The record prepare_offline_sources wrote for ``folder`` ({name, repo, version, commit}), or None."""
+    path = os.path.join(os.path.dirname(folder.rstrip("/")), STAMP_FOLDER, os.path.basename(folder.rstrip("/")) + ".json")
+    try:
+        data = json.loads(_read(path, 65536))
+    except (OSError, IOError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def pin_check(git_tag, folder):
+    """Whether the offline copy in ``folder`` is the commit the tree pins (``GIT_TAG``): ``(verdict, found)``,
+    verdict ``match``, ``mismatch`` or ``unverified`` (no pin, a pin through a variable, no commit to read, or a tag
+    name the folder cannot resolve); ``found`` the commit read (None when none)."""
+    commit, how = checkout_commit(folder)
+    if not git_tag or "${" in git_tag or commit is None:
+        return "unverified", commit
+    if _HEX.match(git_tag):   # a commit, full or abbreviated
+        return ("match" if commit.startswith(git_tag.lower()) else "mismatch"), commit
+    tagged = _tag_commit(_git_dir(folder), git_tag) if how == "git" else None
+    if tagged is None and how == "stamp":
+        stamp = stamp_of(folder) or {}
+        if stamp.get("version") == git_tag:
+            return "match", commit
+    if tagged is None:
+        return "unverified", commit
+    return ("match" if tagged == commit else "mismatch"), commit
+
+
 def scan_fetchcontent(src, offline_dir=None, sources=None, max_depth=4):
     """Every FetchContent name the tree at ``src`` declares, and those its offline sources declare in turn.
 
@@ -277,9 +393,10 @@ def scan_fetchcontent(src, offline_dir=None, sources=None, max_depth=4):
                     continue
                 seen.add(key)
                 found = find_offline_dir(entry["name"], offline_dir, sources)
+                verdict, commit = pin_check(entry["git_tag"], found) if found else (None, None)
                 entry.update(declared_in=os.path.relpath(path, src) if parent is None else
                              "%s: %s" % (parent, os.path.relpath(path, top)),
-                             depth=depth, source_dir=found)
+                             depth=depth, source_dir=found, commit=commit, pin=verdict)
                 declared.append(entry)
         # only the sub-projects' CMake files are read by a configure: walk into those
         for entry in declared:
@@ -289,6 +406,8 @@ def scan_fetchcontent(src, offline_dir=None, sources=None, max_depth=4):
                 walked.add(key)
                 queue.append((entry["source_dir"], entry["name"], depth + 1))
     return {"declared": declared, "missing": [entry["name"] for entry in declared if entry["source_dir"] is None],
+            "wrong_commit": ["%s (pinned %s, found %s)" % (entry["name"], entry["git_tag"], entry["commit"][:12])
+                             for entry in declared if entry.get("pin") == "mismatch"],
             "cmake_args": offline_cmake_args(declared, sources), "errors": errors}
 
 

@@ -23,6 +23,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import math
 import os
 import re
 import stat
@@ -240,6 +241,56 @@ def learned_eta(done_outputs, done, total, elapsed, weights, jobs=1):
     return round(left_weight * ratio, 1)
 
 
+# ninja's own edges that check CMake's globs and rerun CMake: a [0/2] of their own before the build's count
+REGENERATION_STEPS = ("Re-checking globbed directories", "Re-running CMake")
+
+
+def overall_progress(progress, steps_total):
+    """An attempt's ninja ``[N/M]`` counted across attempts and resumed runs -> ``(progress, steps_total)``.
+
+    ninja counts only what is left to build: the field rerun's attempt after an OOM read ``[2/85] 2.4%`` with 72 of
+    155 steps done, a resume ``[0/2]``. ``steps_total`` is the largest ``M`` this build has seen (its first attempt's,
+    or carried from the status of the run a resume continues), so done = that total less what ninja still has
+    left (``M - N``)."""
+    if not progress or not progress.get("total") or progress.get("done") is None:
+        return progress, steps_total
+    total = max(int(steps_total or 0), int(progress["total"]))
+    done = total - (int(progress["total"]) - int(progress["done"]))
+    return {"done": done, "total": total, "percent": round(100.0 * done / total, 1)}, total
+
+
+def rate_eta(done, total, since):
+    """Seconds left at this run's rate over every attempt: ``since`` is ``(done, seconds)`` when it first counted,
+    ``done`` and ``total`` now with the seconds since; None without two counts a second apart."""
+    first_done, seconds = since
+    if done is None or not total or done <= first_done or seconds < 1.0:
+        return None
+    return round((total - done) * seconds / (done - first_done), 1)
+
+
+class EtaSmoother(object):
+    """The ETA shown: the finish time moves towards each new estimate with a time constant of ``tau`` seconds, so a
+    new attempt (a back-off restarts the rate; the field rerun's ETA went from 38 m to 3 h 17 m in three minutes) or
+    a change of basis moves it over minutes, not at once. Kept for the whole build, across attempts."""
+
+    def __init__(self, tau=600.0):
+        self.tau = float(tau)
+        self.finish = None
+        self.at = None
+        self.basis = None
+
+    def update(self, raw, basis, now):
+        """The smoothed seconds left (None before any estimate); ``raw`` None keeps the last finish time."""
+        if raw is not None:
+            target = now + float(raw)
+            if self.finish is None or raw == 0:
+                self.finish = target
+            else:
+                self.finish += (1.0 - math.exp(-max(0.0, now - self.at) / self.tau)) * (target - self.finish)
+            self.at, self.basis = now, basis
+        return None if self.finish is None else round(max(0.0, self.finish - now), 1)
+
+
 class ProgressFollower(object):
     """Follows one attempt's lines of the build log from where it began: every line between two looks is read (in
     chunks, bounded per look), so ninja's ``[N/M]`` is never pushed out of view by a flood of compiler output (ptxas
@@ -304,7 +355,7 @@ class ProgressFollower(object):
             if b"/" not in raw[:32] or not raw.lstrip()[:1] == b"[":
                 continue
             match = _NINJA_STEP.match(raw[:MAX_LINE].decode("utf-8", "replace"))
-            if match:
+            if match and not match.group(3).startswith(REGENERATION_STEPS):
                 done, total = int(match.group(1)), int(match.group(2))
                 self.progress = {"done": done, "total": total,
                                  "percent": round(100.0 * done / total, 1) if total else None}

@@ -13,7 +13,6 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import ctypes
 import os
 import re
 
@@ -147,23 +146,29 @@ def collect_infiniband(root="/"):
     return {"present": True, "ports": ports}, errors
 
 
-class _Timex(ctypes.Structure):  # struct timex of <sys/timex.h>; only modes (0: read) and the answer are used
-    _fields_ = [("modes", ctypes.c_uint), ("offset", ctypes.c_long), ("freq", ctypes.c_long),
-                ("maxerror", ctypes.c_long), ("esterror", ctypes.c_long), ("status", ctypes.c_int),
-                ("constant", ctypes.c_long), ("precision", ctypes.c_long), ("tolerance", ctypes.c_long),
-                ("time_sec", ctypes.c_long), ("time_usec", ctypes.c_long), ("tick", ctypes.c_long),
-                ("ppsfreq", ctypes.c_long), ("jitter", ctypes.c_long), ("shift", ctypes.c_int),
-                ("stabil", ctypes.c_long), ("jitcnt", ctypes.c_long), ("calcnt", ctypes.c_long),
-                ("errcnt", ctypes.c_long), ("stbcnt", ctypes.c_long), ("tai", ctypes.c_int),
-                ("_reserved", ctypes.c_int * 11)]
+def _timex_type():
+    """struct timex, built on first use: ctypes costs 0.005 s of CPU to import, and only ``clock_sync`` needs it."""
+    import ctypes  # pylint: disable=import-outside-toplevel
+
+    class Timex(ctypes.Structure):  # struct timex of <sys/timex.h>; only modes (0: read) and the answer are used
+        _fields_ = [("modes", ctypes.c_uint), ("offset", ctypes.c_long), ("freq", ctypes.c_long),
+                    ("maxerror", ctypes.c_long), ("esterror", ctypes.c_long), ("status", ctypes.c_int),
+                    ("constant", ctypes.c_long), ("precision", ctypes.c_long), ("tolerance", ctypes.c_long),
+                    ("time_sec", ctypes.c_long), ("time_usec", ctypes.c_long), ("tick", ctypes.c_long),
+                    ("ppsfreq", ctypes.c_long), ("jitter", ctypes.c_long), ("shift", ctypes.c_int),
+                    ("stabil", ctypes.c_long), ("jitcnt", ctypes.c_long), ("calcnt", ctypes.c_long),
+                    ("errcnt", ctypes.c_long), ("stbcnt", ctypes.c_long), ("tai", ctypes.c_int),
+                    ("_reserved", ctypes.c_int * 11)]
+    return ctypes, Timex
 
 
 def read_clock():
     """The kernel's clock discipline, read with ``adjtimex`` (modes 0 changes nothing and needs no privilege):
     what ``timedatectl``'s "System clock synchronized" and chrony/ntpd leave in the kernel."""
     try:
+        ctypes, timex_type = _timex_type()
         libc = ctypes.CDLL(None, use_errno=True)
-        timex = _Timex()
+        timex = timex_type()
         state = libc.adjtimex(ctypes.byref(timex))
     except (OSError, AttributeError) as exc:
         return {"synchronized": None, "state": None, "max_error_seconds": None}, ["adjtimex: %s" % exc]

@@ -33,6 +33,7 @@ import time
 from ansible_collections.gpufleet.preflight.plugins.module_utils._node_check import _hc_runtime
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _metrics
 from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _node_facts
+from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _gpu_health_checks
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _policy
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _policy_validation
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _readiness_options
@@ -137,6 +138,16 @@ def first_line(ready, checks, message, limit=NPD_LINE):
             line += ": " + _slurm.short_message(failed[0]["message"])
     line = _slurm.clean_text(line)
     return line if len(line) <= limit else line[:limit - 3] + "..."
+
+
+def shown(check, verbose):
+    """Whether a check gets its own line: failed and unknown ones always, and one skipped because its probe did not
+    answer (a ready node still says which probe hung); every other one not ok when verbose."""
+    if check["status"] in ("failed", "unknown"):
+        return True
+    if check["status"] == "skipped" and str(check.get("message", "")).startswith(_gpu_health_checks.NOT_COUNTED):
+        return True
+    return verbose and check["status"] != "ok"
 
 
 def evaluate(config, run):
@@ -245,7 +256,7 @@ def _main(argv, environ, out, err, as_program):
     code = exit_code(verdict["ready"], verdict["checks"])
     lines = [first_line(verdict["ready"], verdict["checks"], verdict["message"])]
     for check in verdict["checks"]:
-        if check["status"] in ("failed", "unknown") or (verbose and check["status"] != "ok"):
+        if shown(check, verbose):
             lines.append("%s %s: %s" % (check["status"], check["name"], check["message"]))
     if busy:
         lines.append("lock: not taken (%s); ran anyway" % busy)

@@ -20,7 +20,6 @@ __metaclass__ = type
 import json
 import os
 import stat
-import tempfile
 import threading
 
 VERSION_FLAGS = frozenset(("--version", "-version", "-V", "--list-gpu-arch", "--list-gpu-code", "-dumpversion",
@@ -75,6 +74,7 @@ def save(path, table):
     if not os.path.isdir(directory):
         return
     kept = dict(sorted(table.items())[-MAX_ENTRIES:])
+    import tempfile  # pylint: disable=import-outside-toplevel  # only when a probe was new: not on every run
     fd, temp = tempfile.mkstemp(prefix=".probes-", dir=directory)
     try:
         with os.fdopen(fd, "w") as handle:

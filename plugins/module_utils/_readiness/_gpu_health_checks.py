@@ -93,6 +93,10 @@ def usable_gpus(facts, name, expected):
     return gpus, None
 
 
+# How a check whose probe timed out begins its (skipped) message; the node-local check shows such checks always.
+NOT_COUNTED = "unknown, not counted against the node"
+
+
 def _probe(gpus, probe, name, expected, timeout_fails):
     """``None`` when the probe answered, else the check's result: a timeout is named and, unless
     gpu_probe_timeout_fails, not counted against the node (reported with status skipped)."""
@@ -103,8 +107,7 @@ def _probe(gpus, probe, name, expected, timeout_fails):
         return None
     if entry.get("state") == "timeout" and not timeout_fails:
         out = skipped(name, "", "gpu")
-        out["message"] = "unknown, not counted against the node: %s (set preflight_gpu_probe_timeout_fails to " \
-                         "fail on it)" % entry.get("message")
+        out["message"] = "%s: %s (set preflight_gpu_probe_timeout_fails to fail on it)" % (NOT_COUNTED, entry.get("message"))
         out["expected"] = expected
         return out
     return unknown(name, expected, entry.get("message") or "probe %s failed" % probe, "gpu")

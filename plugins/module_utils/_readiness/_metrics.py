@@ -13,12 +13,12 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import binascii
 import io
 import math
 import os
 import re
 import stat
-import tempfile
 
 # One file per source (the playbook and the node-local check write side by side, never over each other): with one
 # shared name the last writer won and the other source's series came and went (an alert on them flapped).
@@ -149,6 +149,21 @@ def validate_file_name(name):
     return name
 
 
+def _create_exclusive(directory, name):
+    """A new file with an unpredictable name, opened O_EXCL|O_NOFOLLOW as ``tempfile.mkstemp`` does, without
+    importing ``tempfile`` (with ``shutil``, ``random``, bz2 and lzma: about 0.01 s of CPU on every health check)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    for _attempt in range(100):
+        tmp = os.path.join(directory, ".%s.%s.tmp" % (name, binascii.hexlify(os.urandom(6)).decode("ascii")))
+        try:
+            return os.open(tmp, flags, 0o600), tmp
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise ValueError("metrics directory %s: cannot create a file in it: %s" % (directory, exc.strerror or exc))
+    raise ValueError("metrics directory %s: cannot create a file in it: 100 names taken" % directory)
+
+
 def write_atomic(directory, text, name):
     """Write text as directory/name via a temp file in the same directory and a rename (0644). Returns the path.
 
@@ -164,10 +179,7 @@ def write_atomic(directory, text, name):
     path = os.path.join(directory, name)
     if os.path.isdir(path) and not os.path.islink(path):
         raise ValueError("metrics file %s is a directory: remove it (node_exporter reads a plain file there)" % path)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=".%s." % name, suffix=".tmp", dir=directory)
-    except OSError as exc:
-        raise ValueError("metrics directory %s: cannot create a file in it: %s" % (directory, exc.strerror or exc))
+    fd, tmp = _create_exclusive(directory, name)
     try:
         # UTF-8 whatever the locale (cron's C locale was ASCII): node_exporter reads UTF-8; a lone surrogate -> '?'
         with io.open(fd, "w", encoding="utf-8", errors="replace") as handle:

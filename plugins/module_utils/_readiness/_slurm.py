@@ -24,7 +24,6 @@ __metaclass__ = type
 import json
 import os
 import re
-import tempfile
 import time
 
 DEFAULT_PREFIX = "gpufleet:"
@@ -45,6 +44,10 @@ _NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
 INTENT_SLACK_SECONDS = 120
 # Clauses of a check's message that say nothing of the cause ("unknown: nvidia-smi state is timeout: ...").
 _EMPTY_CLAUSE = re.compile(r"(unknown|[\w .-]+ state is \w+)\Z")
+# A GPU as the checks describe it for an RMA ticket: ``GPU 1 (00000000:2A:00.0, NVIDIA H100 80GB HBM3, serial ...,
+# GPU-<uuid>)``. In a 120-character Slurm reason or an 80-character NPD line that leaves no room for what is wrong,
+# so there it becomes ``GPU 1 (00000000:2A:00.0)``; the reports keep the whole.
+_GPU_IDENTITY = re.compile(r"\bGPU (\S+) \(([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f]), [^()]*\)")
 
 
 def clean_text(text):
@@ -54,9 +57,15 @@ def clean_text(text):
     return re.sub(r" {2,}", " ", text).strip()
 
 
+def brief_gpus(text):
+    """``'GPU 1 (00000000:2A:00.0, NVIDIA H100 80GB HBM3, serial 1654123038646, GPU-dd3b...) is at 91 C'`` ->
+    ``'GPU 1 (00000000:2A:00.0) is at 91 C'``: the bus id alone, so a short line keeps the fault."""
+    return _GPU_IDENTITY.sub(r"GPU \1 (\2)", text)
+
+
 def short_message(message):
     """The first clause of a check's message: ``'x is below y: stop what ...'`` -> ``'x is below y'``."""
-    text = clean_text(message)
+    text = brief_gpus(clean_text(message))
     for cut in ("; ", ": "):
         head = text.split(cut, 1)[0]
         if head and len(head) < len(text):
@@ -67,7 +76,7 @@ def short_message(message):
 def cause(message):
     """The clause of a check's message that names its cause, without live advice: ``'unknown: nvidia-smi state is
     timeout: nvidia-smi did not answer within 10s and was killed: ...'`` -> ``'nvidia-smi did not answer within 10s'``."""
-    text = clean_text(message).split("; ", 1)[0]
+    text = brief_gpus(clean_text(message)).split("; ", 1)[0]
     clauses = [part.strip() for part in text.split(": ")]
     for clause in clauses:
         if clause and not _EMPTY_CLAUSE.match(clause):
@@ -285,6 +294,7 @@ def write_record(state_dir, node, reason, when, user, checks=None, pending=None)
     if not os.path.isdir(state_dir):
         os.makedirs(state_dir, 0o755)
     path = record_path(state_dir, node)
+    import tempfile  # pylint: disable=import-outside-toplevel  # only when Slurm state is written: not every run
     fd, tmp = tempfile.mkstemp(prefix=".slurm-", suffix=".tmp", dir=state_dir)
     try:
         with os.fdopen(fd, "w") as handle:

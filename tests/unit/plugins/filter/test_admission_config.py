@@ -11,7 +11,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.gpufleet.preflight.plugins.filter.admission_config import admission_config
-from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _admission_policy as _admission
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _admission_settings as _admission
 
 GIB = 1024 ** 3
 

@@ -44,3 +44,20 @@ def test_bad_settings_are_refused_naming_them(tmp_path, settings, named):
 def test_no_option_no_admission(tmp_path):
     env = {}
     assert with_admission(env, None, str(tmp_path), "/src") is None and env == {}
+
+
+def test_a_source_that_cannot_fit_alone_is_named_before_the_build(tmp_path):
+    """Issue 29 item 7: guarded_build's admission refuses, before the first compile (and again after an OOM), a
+    source that needs more than the budget alone - learned over it, or OOM-killed holding a peak that times the
+    margin is over it - instead of compiling it until it is killed again."""
+    from ansible_collections.gpufleet.preflight.plugins.module_utils._build._admission_setup import (
+        admission_settings, refused_sources)
+    gib = 1024 ** 3
+    peaks = tmp_path / "peaks.json"
+    peaks.write_text(json.dumps({"gemm.cu": {"peak_bytes": 11 * gib, "seconds": 80, "killed": True},
+                                 "small.cu": {"peak_bytes": gib, "seconds": 5}}))
+    config = admission_settings({"peaks_path": str(peaks), "reserve_bytes": 0}, str(tmp_path), "/src")
+    assert refused_sources(config, 12 * gib) == (
+        "admission: the budget of 12.0 GiB is below what these sources need alone: gemm.cu (more than 11.0 GiB: "
+        "OOM-killed holding that); give the build more memory (memory_limit)")
+    assert refused_sources(config, 13 * gib) is None and refused_sources(None, gib) is None

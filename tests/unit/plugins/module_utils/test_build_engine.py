@@ -126,10 +126,25 @@ def test_decide_next_walks_down_to_all_attempts_oom_killed():
     assert message.startswith("OOM-killed on all 4 attempts (last at jobs=2)")
 
 
-def test_oom_at_one_job_message():
+def test_oom_at_one_job_message_never_says_lower_threads_at_one_thread():
+    """Issue 29 item 7: the field rerun's final message said "lower nvcc threads" at one thread."""
     assert oom_at_one_job_message(400 << 20, 1) == (
         "OOM-killed at jobs=1: the budget of 400Mi is too small for one compile with 1 nvcc thread; "
-        "raise memory (memory_limit) or lower nvcc threads")
+        "raise memory (memory_limit): it already ran with one nvcc thread, the fewest there are")
+    assert oom_at_one_job_message(400 << 20, 4).endswith("with 4 nvcc threads; raise memory (memory_limit) or lower nvcc threads")
+
+
+def test_an_oom_the_scheduler_learned_from_keeps_the_jobs_one_it_did_not_halves_them():
+    """Issue 29 item 7: one OOM pinned the field rerun at one job. With admission, an OOM that taught the launchers a
+    source's larger need retries at the same jobs (the scheduler admits less); one that taught nothing (the same
+    source killed again at the same peak) or a build without admission (learned None) halves them, the last resort."""
+    action, jobs, message = decide_next("oom", 1, 4, 8, why="counter", learned=["t:es_fp8_blockwise.cu"])
+    assert (action, jobs) == (RETRY, 8) and "learned what t:es_fp8_blockwise.cu held when killed" in message
+    assert decide_next("oom", 2, 4, 1, why="counter", learned=["a.cu"])[:2] == (RETRY, 1)
+    action, jobs, message = decide_next("oom", 2, 4, 8, why="counter", learned=[])
+    assert (action, jobs) == (RETRY, 4) and "learned nothing new" in message
+    assert decide_next("oom", 1, 4, 8, why="counter")[:2] == (RETRY, 4)
+    assert decide_next("oom", 4, 4, 8, why="counter", learned=["a.cu"])[0] == FAIL
 
 
 def test_build_environment_appends_threads_after_user_cmake_args():

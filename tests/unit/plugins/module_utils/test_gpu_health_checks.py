@@ -20,6 +20,8 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness impo
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _policy
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _policy_validation
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _readiness_options as table
+from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _slurm
+from ansible_collections.gpufleet.preflight.plugins.module_utils._node_check import _health_check
 from ansible_collections.gpufleet.preflight.plugins.module_utils._run import run_with_timeout
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -145,6 +147,22 @@ def test_each_fault_is_flagged_by_its_check(scenario, change, over, check, statu
         return
     assert entry["status"] == status, entry
     assert words in entry["message"], entry["message"]
+
+
+@pytest.mark.parametrize("scenario, change, over, check, words", [row[:4] + row[5:] for row in FAULTS if row[4] == "failed"])
+def test_each_fault_fits_the_slurm_reason_and_the_npd_line(scenario, change, over, check, words, tmp_path_factory):
+    """What slurmd and node-problem-detector show says which GPU (by bus id) and what is wrong, never cut inside the
+    GPU's identity (it was, for every GPU check: name, serial and UUID filled the 120 characters)."""
+    facts = collected(scenario, tmp_path_factory)
+    change(facts)
+    entry = check(facts, policy(**over))
+    reason = _slurm.drain_reason("gpufleet:", [entry])
+    assert reason.startswith("gpufleet: %s: " % entry["name"]) and not reason.endswith("..."), reason
+    fault = _slurm.cause(entry["message"])
+    assert "serial" not in fault and "GPU-" not in fault and len(fault) > 15, fault
+    line = _health_check.first_line(False, [entry], "")
+    assert line.startswith("not ready: %s: " % entry["name"]) and len(line) <= 80, line
+    assert line[len("not ready: %s: " % entry["name"]):][:40].rstrip(".") in reason, (line, reason)
 
 
 def test_probe_checks_are_off_by_default_so_no_probe_runs():

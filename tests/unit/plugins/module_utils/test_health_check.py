@@ -84,3 +84,11 @@ def test_a_live_previous_run_is_reported_not_doubled(tmp_path):
         os.close(fd)
     assert out.getvalue().startswith("unknown: a previous run is still running (pid ")
     assert len(out.getvalue().splitlines()) == 1 and "this run did nothing" in err.getvalue()
+
+
+def test_a_check_skipped_for_a_hung_probe_is_always_shown():
+    hung = dict(name="fabric", status="skipped", message="unknown, not counted against the node: nvidia-smi -q did not "
+                "answer within 2.0s and was killed (set preflight_gpu_probe_timeout_fails to fail on it)")
+    board = dict(name="nvlink", status="skipped", message="not applicable: no NVLink on this board")
+    assert hc.shown(hung, False) and hc.shown(dict(hung, status="failed"), False)
+    assert not hc.shown(board, False) and hc.shown(board, True) and not hc.shown(dict(board, status="ok"), True)

@@ -175,6 +175,21 @@ def test_reason_names_the_real_cause():
         "effective available memory 1Gi is below the 8Gi required"
 
 
+@pytest.mark.parametrize("message, short", [
+    ("GPU 1 (00000000:2A:00.0, NVIDIA H100 80GB HBM3, serial 1654123038646, GPU-dd3b269a-8f3a-d2d5-1518-2713ba03fcf7) "
+     "has fabric state In Progress: start it", "GPU 1 (00000000:2A:00.0) has fabric state In Progress"),
+    ("GPU 0 (00000000:02:00.0, NVIDIA GeForce RTX 5090, GPU-ea2294a3) is at 91 C; GPU 3 (0000:5D:00.0, NVIDIA B200) is at 90 C",
+     "GPU 0 (00000000:02:00.0) is at 91 C"),
+    ("GPU 0 (not a bus id, x) is odd", "GPU 0 (not a bus id, x) is odd"),  # not a GPU identity: left as it is
+])
+def test_a_gpu_is_named_by_its_bus_id_so_the_fault_fits_the_reason(message, short):
+    """Issue 30: the full identity (name, serial, UUID: about 100 characters) filled the 120-character reason and
+    the 80-character NPD line, cut before the fault was said. The reports keep the whole."""
+    assert _slurm.cause(message) == short
+    assert _slurm.short_message(message) == short
+    assert _slurm.drain_reason("gpufleet:", [dict(name="fabric", message=message)]) == "gpufleet: fabric: " + short
+
+
 def test_reason_kept_while_the_same_checks_fail(tmp_path):
     slurm = FakeSlurm()
     first = _slurm.apply("node1", False, [dict(name="available_memory", message="1Gi is below 8Gi: free it")], slurm.run,

@@ -235,3 +235,42 @@ def test_a_follower_learns_from_the_previous_builds_ninja_log(tmp_path):
     now[0] += 40.0
     state = follower.update()
     assert state["progress"]["done"] == 20 and state["eta_seconds"] == 2000.0 and state["eta_basis"] == "learned"
+
+
+def test_progress_is_counted_across_attempts_and_resumed_runs():
+    """Issue 29 item 7: after an OOM the field rerun's view read [2/85] 2.4 % with 72 of 155 steps done, and [0/2]
+    after a resume; ninja counts only what is left, so done = the build's total less what ninja still has left."""
+    first, total = _timeline.overall_progress({"done": 70, "total": 155, "percent": 45.2}, None)
+    assert total == 155 and first["done"] == 70
+    after_oom, total = _timeline.overall_progress({"done": 2, "total": 85, "percent": 2.4}, total)
+    assert after_oom == {"done": 72, "total": 155, "percent": 46.5} and total == 155
+    resumed, total = _timeline.overall_progress({"done": 0, "total": 2, "percent": 0.0}, 155)   # carried by the status
+    assert resumed["done"] == 153 and resumed["total"] == 155
+    assert _timeline.overall_progress(None, 155) == (None, 155)
+
+
+def test_cmakes_glob_check_is_no_count_of_the_build(tmp_path):
+    log = tmp_path / "build.log"
+    log.write_text("[0/2] Re-checking globbed directories...\n[1/2] Re-running CMake...\n")
+    follower = _timeline.ProgressFollower(str(log))
+    assert follower.update()["progress"] is None
+    with open(str(log), "a") as handle:
+        handle.write("[3/85] Building CUDA object a.cu.o\n")
+    assert follower.update()["progress"]["total"] == 85
+
+
+def test_the_eta_moves_over_minutes_not_at_once():
+    """Issue 29 item 7: the field rerun's ETA went from 38 m to 3 h 17 m in three minutes. Smoothed with a 10-minute
+    time constant, an estimate that jumps to 3 h 17 m three minutes later moves the ETA by about a quarter of the
+    gap; estimates that agree leave it where they say; the basis is kept."""
+    eta = _timeline.EtaSmoother()
+    assert eta.update(None, "rate", 0.0) is None
+    assert eta.update(38 * 60, "learned", 0.0) == 38 * 60
+    shown = eta.update(197 * 60, "rate", 180.0)
+    assert 60 * 60 < shown < 90 * 60 and eta.basis == "rate", shown
+    steady = _timeline.EtaSmoother()
+    steady.update(3000, "learned", 0.0)
+    assert abs(steady.update(2900, "learned", 100.0) - 2900) < 1
+    assert steady.update(None, "learned", 200.0) == 2800.0    # no new estimate: the finish time stays
+    assert _timeline.rate_eta(72, 155, (70, 60.0)) == round(83 * 60.0 / 2, 1)
+    assert _timeline.rate_eta(70, 155, (70, 60.0)) is None

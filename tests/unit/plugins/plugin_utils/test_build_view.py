@@ -106,7 +106,7 @@ def test_table_rows():
     assert list(rows) == ["node1", "node2", "node3", "node4"]
     assert view.row("node1", nodes["node1"]) == ("node1", "done", "[9/9] 100.0%", "-", "2 (1 backoff)", "- / 400Mi",
                                                  "400Mi", "1", "-")
-    assert view.row("node2", nodes["node2"])[1:6] == ("compiling", "[5/10] 50.0%", "10s", "2", "100Mi / 400Mi")
+    assert view.row("node2", nodes["node2"])[1:6] == ("compiling", "[5/10] 50.0%", "10s rate", "2", "100Mi / 400Mi")
     assert view.row("node3", nodes["node3"])[-1] == "unreachable: Connection refused"
     assert view.row("node4", nodes["node4"])[1:3] == ("queued", "-")
     assert not view.all_final(nodes)
@@ -237,7 +237,19 @@ def test_a_stopped_build_shows_stopped():
 def test_the_nodes_learned_eta_is_shown_before_the_rate():
     """Issue 17 item 4: 20 quick C++ steps of 30 in 40 s make the rate say 20 s; the node learned 2000 s."""
     node = running({"done": 20, "total": 30, "percent": 66.7}, elapsed=40.0)
-    assert view.row("n", node)[3] == "20s"
+    assert view.row("n", node)[3] == "20s rate"
     node["status"]["eta_seconds"] = 2000.0
-    assert view.row("n", node)[3] == "33m20s"
+    assert view.row("n", node)[3] == "33m20s learned"
+    node["status"]["eta_basis"] = "rate"     # the node's smoothed rate over the whole build: it says so
+    assert view.row("n", node)[3] == "33m20s rate"
     assert view.check_status(dict(node["status"], eta_seconds="x"))[1] == "the status file's eta_seconds is a string, not a number"
+
+
+def test_progress_counts_the_whole_build_and_says_so_when_done():
+    """Issue 29 item 7: the node writes progress over every attempt (steps_total); a done row shows the succeeded
+    status's whole-build count, not the last attempt's [2/2]."""
+    node = running({"done": 155, "total": 155, "percent": 100.0}, state="succeeded")
+    node["status"]["steps_total"] = 155
+    node["result"] = {"failed": False, "attempts": [{"attempt": 2, "progress": {"done": 2, "total": 2, "percent": 100.0}}]}
+    assert view.row("n", node)[2] == "[155/155] 100.0%"
+    assert view.check_status(dict(node["status"], steps_total="x"))[1] == "the status file's steps_total is a string, not a number"
