@@ -14,7 +14,9 @@ On an N-node test fleet (real sshd per node, tests/tools/fleetlib.py), medians o
   fresh ssh connection each (cold) and over a ControlMaster opened beforehand (warm).
 
 Every round runs every command once, in the same order, so slow minutes hit all of them alike.
-Targets: preflight <= 1.5 x ping and < setup.  Knobs: GPUFLEET_BENCH_NODES (8), GPUFLEET_BENCH_REPEAT (5).
+Targets: preflight <= 1.5 x ping and < setup.  Knobs: GPUFLEET_BENCH_NODES (8), GPUFLEET_BENCH_REPEAT (5),
+GPUFLEET_BENCH_COMMANDS (comma-separated keys of the commands to time, e.g. ``setup_hardware,preflight_default``;
+ping always runs; unset: all).
 """
 
 from __future__ import absolute_import, division, print_function
@@ -164,6 +166,16 @@ def commands(fleet, report_dir, breakdown):
     ]
 
 
+def selected(timed, wanted):
+    """The commands named in GPUFLEET_BENCH_COMMANDS (comma-separated keys; ping always), or all of them."""
+    keys = set(key.strip() for key in wanted.split(",") if key.strip())
+    unknown = keys - set(key for key, _label, _run in timed)
+    if unknown:
+        raise BenchFailure("GPUFLEET_BENCH_COMMANDS: no command %s (known: %s)" % (
+            ", ".join(sorted(unknown)), ", ".join(key for key, _label, _run in timed)))
+    return [entry for entry in timed if not keys or entry[0] in keys or entry[0] == "ping"]
+
+
 def breakdown_table(runs, ping):
     keys = []
     for run in runs:
@@ -190,7 +202,7 @@ def main():
             # The gpu profile's happy path: 8 healthy Blackwell GPUs from the captured-output stub.
             install_gpus(node)
         breakdown = {}
-        timed = commands(fleet, report_dir, breakdown)
+        timed = selected(commands(fleet, report_dir, breakdown), os.environ.get("GPUFLEET_BENCH_COMMANDS", ""))
         print("fleet of %d nodes up in %.1fs; warm-up round (not counted)" % (nodes, fleet.timings["start_seconds"]), flush=True)
         for _key, _label, run in timed:
             run()
@@ -211,12 +223,15 @@ def main():
              " ".join(benchlib.fmt_seconds(v) for v in samples[key])] for key, label, _run in timed]
     table = benchlib.markdown_table(["command (%d nodes)" % nodes, "median s", "vs ping", "all runs s"], rows)
     targets = []
-    for key in ("preflight_default", "preflight", "preflight_build"):
+    for key in [key for key in ("preflight_default", "preflight", "preflight_build") if key in medians]:
         ratio = medians[key] / ping
         targets.append(("%s <= 1.5 x ping" % key, ratio <= 1.5, "%.2fx" % ratio))
-        targets.append(("%s < setup(hardware)" % key, medians[key] < medians["setup_hardware"],
-                        "%.2fs vs %.2fs" % (medians[key], medians["setup_hardware"])))
+        if "setup_hardware" in medians:
+            targets.append(("%s < setup(hardware)" % key, medians[key] < medians["setup_hardware"],
+                            "%.2fs vs %.2fs" % (medians[key], medians["setup_hardware"])))
     for key, what in (("preflight_default", "the default profiles `[build, gpu]`"), ("preflight", "profiles `[]`")):
+        if key not in medians:
+            continue
         phases = breakdown_table(breakdown.get(key, []), medians["ping"])
         table += "\n\nWhere `ansible-playbook playbooks/preflight.yml` (%s) spends its time (medians, from task start stamps):\n\n%s" % (
             what, phases)

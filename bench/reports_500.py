@@ -28,6 +28,7 @@ import time
 
 import benchlib
 from ansible_collections.gpufleet.preflight.plugins.action import fleet_reports as action
+from ansible_collections.gpufleet.preflight.plugins.action.readiness import returned_facts
 from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _gate, _html_report, _report
 
 sys.path.insert(0, benchlib.FLEET_LIB_DIR)
@@ -59,6 +60,19 @@ def write_all(results, directory):
     return times, sizes, report
 
 
+def as_returned_now(results):
+    """The recorded results (every gathered fact, as readiness returned them before issue 27 item 5) cut to what
+    readiness returns by default now: the same verdicts, checks and policy, only the facts the reports read."""
+    out = {}
+    for name, result in results.items():
+        if result and "ansible_facts" in result and "gpufleet_readiness" in result["ansible_facts"]:
+            facts = dict(result["ansible_facts"])
+            verdict = facts.pop("gpufleet_readiness")
+            result = dict(result, ansible_facts=returned_facts(facts, verdict, full_facts=False))
+        out[name] = result
+    return out
+
+
 def through_ansible(results, directory):
     path = os.path.join(directory, "results.json")
     with open(path, "w") as handle:
@@ -85,12 +99,20 @@ def main():
         if report["summary"]["total"] != nodes:
             raise benchlib.BenchFailure("the report holds %d hosts of %d" % (report["summary"]["total"], nodes))
         playbook = through_ansible(results, directory)
+        lean = as_returned_now(results)
+        playbook_lean = through_ansible(lean, directory)
         small = through_ansible(reports500.fleet_results(8), tempfile.mkdtemp(dir=directory))
+        small_lean = through_ansible(as_returned_now(reports500.fleet_results(8)), tempfile.mkdtemp(dir=directory))
     finally:
         shutil.rmtree(directory, ignore_errors=True)
     rows = [(step, benchlib.fmt_seconds(seconds)) for step, seconds in steps.items()]
-    rows.append(("ansible-playbook, one fleet_reports task, %d nodes (wall)" % nodes, benchlib.fmt_seconds(playbook)))
-    rows.append(("ansible-playbook, one fleet_reports task, 8 nodes (wall)", benchlib.fmt_seconds(small)))
+    per_host = dict((label, len(json.dumps(data)) // nodes) for label, data in (("full", results), ("lean", lean)))
+    rows.append(("ansible-playbook, one fleet_reports task, %d nodes, results with every fact (%s B/host, before; wall)"
+                 % (nodes, "{:,}".format(per_host["full"])), benchlib.fmt_seconds(playbook)))
+    rows.append(("ansible-playbook, one fleet_reports task, %d nodes, results as readiness returns them now (%s B/host; wall)"
+                 % (nodes, "{:,}".format(per_host["lean"])), benchlib.fmt_seconds(playbook_lean)))
+    rows.append(("ansible-playbook, one fleet_reports task, 8 nodes, every fact / now (wall)",
+                 "%s / %s" % (benchlib.fmt_seconds(small), benchlib.fmt_seconds(small_lean))))
     table = benchlib.markdown_table(["%d nodes: step (median of %d)" % (nodes, repeat), "seconds"], rows)
     table += "\n\n" + benchlib.markdown_table(["file", "bytes"], [(name, "{:,}".format(size)) for name, size in sorted(sizes.items())])
     notes = ["%d of %d hosts not ready or unreachable; the gate: %s" % (report["gate"]["not_ready"], nodes, report["gate"]["decision"]),
@@ -101,8 +123,9 @@ def main():
                ("preflight.html <= 2 MB", sizes["preflight.html"] <= BUDGET_HTML_BYTES,
                 "{:,} bytes".format(sizes["preflight.html"]), True)]
     return benchlib.report("reports_500", "Reports for %d nodes" % nodes, info, table, notes,
-                           dict(steps=steps, sizes=sizes, playbook_seconds=playbook,
-                                playbook_8_seconds=small), targets)
+                           dict(steps=steps, sizes=sizes, playbook_seconds=playbook, playbook_lean_seconds=playbook_lean,
+                                playbook_8_seconds=small, playbook_8_lean_seconds=small_lean, result_bytes_per_host=per_host),
+                           targets)
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ ARGUMENT_SPEC = dict(
     stop_when_none_ready=dict(type="bool", default=True),
     policy=dict(type="dict", default={}),
     html_template=dict(type="path"),
+    stats_key=dict(type="str"),
 )
 COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -196,6 +197,10 @@ class ActionModule(ActionBase):
         gate = report["gate"]
         result.update(changed=False, report=report, table=table, gate=gate, files=files,
                       msg=_report.summary_line(report))
+        if args["stats_key"]:
+            # What a set_stats task would publish, without its templating over every host (issue 27 item 5).
+            result["ansible_stats"] = dict(data={args["stats_key"]: _gate.run_stats(results, gate)}, per_host=False,
+                                           aggregate=False)
         return result
 
     @staticmethod

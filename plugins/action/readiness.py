@@ -75,6 +75,26 @@ def lean_failure(result):
     return dict((key, result[key]) for key in LEAN_KEYS if key in result)
 
 
+# What a node's result carries by default (issue 27 item 5): the facts the fleet reports, the Slurm and metrics
+# publishers read, and the verdict fact without the checks and policy the result holds already. Ansible copies every
+# result from its worker to the controller and templates it into the report: 37 KB per node with every fact, 9 KB so.
+# full_facts returns them all.
+DOWNSTREAM_FACTS = ("gpufleet_memory", "gpufleet_build_processes")
+VERDICT_FACT_DROPS = ("checks", "policy")
+
+
+def returned_facts(gathered_facts, readiness, full_facts):
+    """The ansible_facts of a readiness result: every gathered fact and the whole verdict when full_facts, else the
+    facts something downstream reads and the verdict without its checks and policy."""
+    if full_facts:
+        facts = dict(gathered_facts)
+        facts["gpufleet_readiness"] = readiness
+        return facts
+    facts = dict((name, value) for name, value in gathered_facts.items() if name in DOWNSTREAM_FACTS)
+    facts["gpufleet_readiness"] = dict((key, value) for key, value in readiness.items() if key not in VERDICT_FACT_DROPS)
+    return facts
+
+
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = True
@@ -139,8 +159,7 @@ class ActionModule(ActionBase):
             checked_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             policy=args,
         )
-        ansible_facts = dict(gathered.get("ansible_facts") or {})
-        ansible_facts["gpufleet_readiness"] = readiness
+        ansible_facts = returned_facts(gathered.get("ansible_facts") or {}, readiness, args["full_facts"])
         result.update(readiness)
         result.update(changed=False, ansible_facts=ansible_facts, msg=short)
         if not ready and args["fail_when_not_ready"]:

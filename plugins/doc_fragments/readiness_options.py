@@ -323,6 +323,16 @@ options:
       - Seconds between re-checks while waiting.
     type: float
     default: 5
+  full_facts:
+    description:
+      - 'Also return, as facts, everything the node''s check gathered (C(gpufleet_gpus), C(gpufleet_kernel_events),
+        C(gpufleet_toolchain), C(gpufleet_disks), ...) and the checks and policy inside C(gpufleet_readiness). By
+        default a node''s result carries the facts the fleet reports, the Slurm and metrics publishers read (C(gpufleet_memory),
+        C(gpufleet_build_processes)) and the verdict fact without its checks and policy (the result''s own C(checks)
+        and C(policy) have them): about 9 KB per node instead of 37 KB, which Ansible passes from worker to controller
+        for every node.'
+    type: bool
+    default: false
   fail_when_not_ready:
     description:
       - Fail the host when it is not ready. With V(false) the verdict is only returned and set as a fact.

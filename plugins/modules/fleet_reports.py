@@ -58,6 +58,13 @@ options:
         records the verdicts is not stopped.
     type: bool
     default: true
+  stats_key:
+    description:
+      - Also publish every host's verdict (C(ready), C(unreachable), C(failed_checks), C(message)), the lists of
+        C(ready) and C(not_ready) hosts and the C(gate) to the run's stats under this name, as
+        M(ansible.builtin.set_stats) with C(per_host=false) would (AWX keeps them as the job's artifacts). The
+        C(gpufleet.preflight.preflight) role sets V(gpufleet_preflight). Unset, nothing is published.
+    type: str
   policy:
     description: The policy the checks used, kept in the JSON report.
     type: dict

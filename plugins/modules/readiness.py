@@ -17,7 +17,8 @@ description:
   - Runs M(gpufleet.preflight.node_facts) B(once) on the node with only the subsets the policy needs, then evaluates
     the policy on the controller.
   - Returns RV(ready), one entry per check in RV(checks), sets the fact C(gpufleet_readiness) (and the gathered
-    C(gpufleet_*) facts), and fails the host when it is not ready unless O(fail_when_not_ready=false).
+    C(gpufleet_memory) and C(gpufleet_build_processes) facts; every gathered C(gpufleet_*) fact with O(full_facts=true)),
+    and fails the host when it is not ready unless O(fail_when_not_ready=false).
   - 'The failure message names every failed check in words a person can act on, for example
     C(3 build processes still running: ninja (pid 115, orphaned, 2h 03m\), cc1plus x2).'
   - C(msg) is the console's short form of RV(message) - checks failing for one cause (a missing C(nvidia-smi) fails

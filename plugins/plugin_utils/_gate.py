@@ -76,3 +76,19 @@ def gate_line(report):
     if decision["decision"] == "stop":
         return "Gate: STOPPED THE RUN - %s" % decision.get("reason")
     return "Gate: continue - %s" % decision.get("reason")
+
+
+def run_stats(results, gate):
+    """What the preflight publishes to the run's stats (set_stats data, for AWX workflows): every host's verdict and
+    the gate's decision. ``results``: {host: registered readiness result or None}, in the play's host order."""
+    nodes = {}
+    for host, result in results.items():
+        result = result or {}
+        unreachable = result.get("unreachable", False)
+        nodes[host] = dict(ready=bool(result.get("ready", False) and not unreachable), unreachable=unreachable,
+                           failed_checks=result.get("failed_checks", []),
+                           message=result["message"] if "message" in result else result.get("msg", "not checked"))
+    return dict(gate=dict({"decision": "stop" if gate.get("abort") else "continue"}, **gate),
+                ready=[host for host, node in nodes.items() if node["ready"]],
+                not_ready=[host for host, node in nodes.items() if not node["ready"]],
+                nodes=nodes)

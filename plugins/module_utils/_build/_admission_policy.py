@@ -387,6 +387,20 @@ def merge_peaks(*tables):
     return merged
 
 
+def merge_fleet_peaks(*tables):
+    """The fleet's peaks from every node's peaks.json (the controller's merge, seeding the next build): valid entries
+    only, as the launcher reads them; per key the largest finished peak (the safe seed), a killed one only where no
+    node finished the source."""
+    merged = {}
+    for table in tables:
+        for key, entry in (table if isinstance(table, dict) else {}).items():
+            entry, before = valid_peak(entry), merged.get(key)
+            if entry and isinstance(key, str) and (not before or (not entry.get("killed"), entry["peak_bytes"])
+                                                   > (not before.get("killed"), before["peak_bytes"])):
+                merged[key] = entry
+    return merged
+
+
 def oom_killed(entry):
     """Whether a peaks entry is a compile the OOM killer (or a back-off's SIGKILL) ended, not one a stop ended."""
     return bool(entry and entry.get("killed") and not entry.get("stopped"))

@@ -4,7 +4,10 @@
 """Memory admission as a guarded_build capability (issue 29 item 4): its ``admission`` option puts the admission
 launcher (_admission.py + _admission_policy.py + _admission_settings.py, written beside the build) in front of every CUDA, C++ and C compile
 of any CMake project - ``CMAKE_<LANG>_COMPILER_LAUNCHER`` in the environment (plain CMake >= 3.17 reads it) and in
-``CMAKE_ARGS`` (scikit-build-core, setup.py builds), where a compiler cache's launcher is appended after it."""
+``CMAKE_ARGS`` (scikit-build-core, setup.py builds), where a compiler cache's launcher is appended after it - and of
+a torch extension (``torch.utils.cpp_extension``, flash-attention's way), whose ninja file runs ``$CXX`` and
+``$PYTORCH_NVCC``: two wrappers, ``GPUFLEET_ADMISSION_CXX`` and ``GPUFLEET_ADMISSION_NVCC``, run the launcher before the
+compiler, for the build to set as those (not set for it: CMake would take ``CXX`` as its compiler, admitted twice)."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -64,12 +67,38 @@ def with_admission(env, settings, build_dir, source, python=None):
     if failure:
         raise BuildError(failure)
     chain = [python or sys.executable, os.path.join(folder, LAUNCHER), "--config=" + config_path]
+    try:
+        for variable, name, compiler in (("GPUFLEET_ADMISSION_CXX", "cxx", real_compiler(env, "CXX", "c++", folder)),
+                                         ("GPUFLEET_ADMISSION_NVCC", "nvcc", real_compiler(env, "PYTORCH_NVCC", cuda_nvcc(env), folder))):
+            env[variable] = write_wrapper(os.path.join(folder, name), chain + [compiler])
+    except OSError as exc:
+        raise BuildError("admission: cannot write the compiler wrappers in %s: %s" % (folder, exc))
     joined = ";".join(chain)
     for language in ("CUDA", "CXX", "C"):
         env.setdefault("CMAKE_%s_COMPILER_LAUNCHER" % language, joined)
     words = " ".join(shlex.quote("-DCMAKE_%s_COMPILER_LAUNCHER=%s" % (language, joined)) for language in ("CUDA", "CXX", "C"))
     env["CMAKE_ARGS"] = (env.get("CMAKE_ARGS", "") + " " + words).strip()
     return chain
+
+
+def real_compiler(env, variable, default, folder):
+    """The compiler a wrapper runs: ``env[variable]`` unless unset or one of these wrappers (never itself)."""
+    chosen = env.get(variable) or default
+    return default if os.path.dirname(os.path.abspath(chosen)) == os.path.abspath(folder) else chosen
+
+
+def cuda_nvcc(env):
+    """nvcc as torch finds it without PYTORCH_NVCC: under CUDA_HOME (or CUDA_PATH) when set, else on the PATH."""
+    home = env.get("CUDA_HOME") or env.get("CUDA_PATH")
+    return os.path.join(home, "bin", "nvcc") if home else "nvcc"
+
+
+def write_wrapper(path, argv):
+    """An executable ``sh`` script that runs ``argv`` with its own arguments after it; its path."""
+    with open(path, "w") as handle:
+        handle.write("#!/bin/sh\nexec %s \"$@\"\n" % " ".join(shlex.quote(word) for word in argv))
+    os.chmod(path, 0o755)
+    return path
 
 
 def node_peaks(config):

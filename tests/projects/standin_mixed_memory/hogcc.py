@@ -13,7 +13,8 @@ import time
 
 def main():
     args = sys.argv[1:]
-    source = next((args[i + 1] for i, a in enumerate(args[:-1]) if a == "-c"), None)
+    # the word after the last -c: torch's ninja file says "-c -c $in" (distutils ends its cflags with -c)
+    source = next((args[i + 1] for i, a in enumerate(args[:-1]) if a == "-c" and args[i + 1] != "-c"), None)
     mib, seconds = 0, 0.0
     if source:
         with open(source) as handle:

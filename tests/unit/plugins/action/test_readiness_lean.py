@@ -1,13 +1,13 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet.preflight contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""lean_failure and console_message: what a failed verdict shows at the default verbosity."""
+"""lean_failure, console_message and returned_facts: what a verdict shows and returns by default."""
 
 from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.gpufleet.preflight.plugins.action.readiness import console_message, lean_failure
+from ansible_collections.gpufleet.preflight.plugins.action.readiness import console_message, lean_failure, returned_facts
 
 
 def test_lean_failure_keeps_failed_checks_and_drops_facts_and_policy():
@@ -41,3 +41,22 @@ def test_a_long_cause_is_cut_and_a_ready_node_has_no_console_message():
     text = console_message([dict(name="custom", status="failed", message="x" * 2000)])
     assert len(text) < 400 and text.endswith("...")
     assert console_message([dict(name="memory", status="ok", message="ok")]) is None
+
+
+GATHERED = dict(gpufleet_memory={"effective": {}}, gpufleet_build_processes={"count": 0, "processes": []},
+                gpufleet_gpus={"devices": [{}] * 8}, gpufleet_kernel_events={"oom_kills": [{}] * 20},
+                gpufleet_toolchain={}, gpufleet_disks={})
+VERDICT = dict(ready=True, message="ready", checks=[dict(name="a", status="ok")], policy={"x": 1}, failed_checks=[])
+
+
+def test_by_default_a_result_returns_only_the_facts_reports_and_publishers_read():
+    facts = returned_facts(GATHERED, VERDICT, full_facts=False)
+    assert sorted(facts) == ["gpufleet_build_processes", "gpufleet_memory", "gpufleet_readiness"]
+    # the result's own checks and policy carry them; the verdict fact does not repeat them
+    assert facts["gpufleet_readiness"] == dict(ready=True, message="ready", failed_checks=[])
+
+
+def test_full_facts_returns_every_gathered_fact_and_the_whole_verdict():
+    facts = returned_facts(GATHERED, VERDICT, full_facts=True)
+    assert sorted(facts) == sorted(list(GATHERED) + ["gpufleet_readiness"])
+    assert facts["gpufleet_readiness"] is VERDICT

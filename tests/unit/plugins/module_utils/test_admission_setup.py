@@ -46,6 +46,27 @@ def test_no_option_no_admission(tmp_path):
     assert with_admission(env, None, str(tmp_path), "/src") is None and env == {}
 
 
+def test_torch_extension_wrappers_run_the_launcher_before_the_build_compilers(tmp_path):
+    """Issue 29 item 4: CXX/PYTORCH_NVCC wrappers for torch.utils.cpp_extension, never set as CXX itself (CMake would
+    take it as its compiler and admit twice); a wrapper never wraps itself."""
+    env = {"CXX": "/opt/gcc/bin/g++", "CUDA_HOME": "/usr/local/cuda-13.0"}
+    chain = with_admission(env, {}, str(tmp_path), "/src")
+    assert env["CXX"] == "/opt/gcc/bin/g++" and "PYTORCH_NVCC" not in env
+    for variable, compiler in (("GPUFLEET_ADMISSION_CXX", "/opt/gcc/bin/g++"), ("GPUFLEET_ADMISSION_NVCC", "/usr/local/cuda-13.0/bin/nvcc")):
+        with open(env[variable]) as handle:
+            text = handle.read()
+        assert text.startswith("#!/bin/sh\n") and shlex.split(text.splitlines()[1]) == ["exec"] + chain + [compiler, "$@"]
+    again = {"CXX": env["GPUFLEET_ADMISSION_CXX"], "PYTORCH_NVCC": "/x/nvcc"}
+    with_admission(again, {}, str(tmp_path), "/src")
+    assert shlex.split(open(again["GPUFLEET_ADMISSION_CXX"]).read().splitlines()[1])[-2:] == ["c++", "$@"]
+    assert shlex.split(open(again["GPUFLEET_ADMISSION_NVCC"]).read().splitlines()[1])[-2:] == ["/x/nvcc", "$@"]
+    # it runs: a version query passes through the launcher to the compiler
+    plain = {}
+    with_admission(plain, {}, str(tmp_path / "b"), "/src")
+    version = subprocess.run([plain["GPUFLEET_ADMISSION_CXX"], "--version"], stdout=subprocess.PIPE, universal_newlines=True, check=False)
+    assert version.returncode == 0 and version.stdout, version
+
+
 def test_a_source_that_cannot_fit_alone_is_named_before_the_build(tmp_path):
     """Issue 29 item 7: guarded_build's admission refuses, before the first compile (and again after an OOM), a
     source that needs more than the budget alone - learned over it, or OOM-killed holding a peak that times the

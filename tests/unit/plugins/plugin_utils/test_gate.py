@@ -49,3 +49,16 @@ def test_the_gate_line():
 def test_a_limit_with_control_characters_is_refused():
     with pytest.raises(ValueError, match="^preflight_max_not_ready: "):
         _gate.gate(report(), "9\x1b[2J")
+
+
+def test_run_stats_say_each_hosts_verdict_and_the_gate_as_set_stats_did():
+    results = {"n1": {"ready": True, "failed_checks": [], "message": "ready"},
+               "n2": {"ready": False, "failed_checks": ["gpu_count"], "message": "not ready: gpu_count: 7 GPUs"},
+               "n3": {"unreachable": True, "msg": "ssh: connect refused"},
+               "n4": None}
+    stats = _gate.run_stats(results, {"abort": False, "reason": "2 of 4 not ready", "decision": "continue"})
+    assert stats["ready"] == ["n1"] and stats["not_ready"] == ["n2", "n3", "n4"]
+    assert stats["gate"]["decision"] == "continue" and stats["gate"]["reason"] == "2 of 4 not ready"
+    assert stats["nodes"]["n3"] == dict(ready=False, unreachable=True, failed_checks=[], message="ssh: connect refused")
+    assert stats["nodes"]["n4"]["message"] == "not checked" and stats["nodes"]["n2"]["failed_checks"] == ["gpu_count"]
+    assert _gate.run_stats({}, {"abort": True})["gate"]["decision"] == "stop"
