@@ -33,7 +33,6 @@ from __future__ import absolute_import, division, print_function
 import argparse
 import json
 import os
-import resource
 import shlex
 import subprocess
 import sys
@@ -252,16 +251,16 @@ def markdown(sources):
         for arch, r in entry["per_arch"].items():
             big = max(r["by_tool_gib"].items(), key=lambda kv: kv[1]) if r["by_tool_gib"] else ("-", 0)
             peak = "> limit (OOM)" if r["oom_killed"] else "%.2f" % r["peak_gib"]
-            lines.append("| %s | %s | %s %.2f | %.0f | %.0f | %.1f |" % (arch, peak, big[0], big[1], r["wall_s"],
-                                                                        r["cpu_s"], r["load_before"][0]))
+            cells = (arch, peak, big[0], big[1], r["wall_s"], r["cpu_s"], r["load_before"][0])
+            lines.append("| %s | %s | %s %.2f | %.0f | %.0f | %.1f |" % cells)
         lines.append("")
         if entry["all_arches"]:
             lines.append("| all %d arches | peak GiB | wall s | CPU s | load before |" % len(
                 next(iter(entry["all_arches"].values()))["arches"]))
             lines.append("| --- | ---: | ---: | ---: | ---: |")
             for threads, r in sorted(entry["all_arches"].items(), key=lambda kv: int(kv[0])):
-                lines.append("| --threads %s | %.2f | %.0f | %.0f | %.1f |" % (threads, r["peak_gib"], r["wall_s"],
-                                                                             r["cpu_s"], r["load_before"][0]))
+                cells = (threads, r["peak_gib"], r["wall_s"], r["cpu_s"], r["load_before"][0])
+                lines.append("| --threads %s | %.2f | %.0f | %.0f | %.1f |" % cells)
             lines.append("")
     return "\n".join(lines)
 
@@ -354,7 +353,7 @@ def measure(argv, limit_bytes, env=None):
                 "sampler": "sum of VmRSS over the cgroup's processes every %.1f s, and each one's VmHWM" % SAMPLE_SECONDS,
                 "output_tail": output[-2000:]}
     finally:
-        for _ in range(50):
+        for dummy in range(50):
             try:
                 os.rmdir(cg)
                 break
@@ -406,7 +405,7 @@ def run(args):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     sub = parser.add_subparsers(dest="command")
     one = sub.add_parser("run", help="compile one source, measured")
     one.add_argument("--tree", required=True, help="the sgl-kernel folder of the sglang checkout")

@@ -78,8 +78,6 @@ def threads_of(argv, cpus=1):
     return 1
 
 
-
-
 def valid_peak(entry):
     """A peaks.json entry as the launcher wrote it, or None (a number, a list, NaN, "4GiB", a string ``seconds``,
     a negative or zero peak: never seen - a negative peak would lift the budget of every other compile)."""
