@@ -7,7 +7,7 @@
 twice (common_ops_sm90_build and common_ops_sm100_build) - under each policy, on the node shapes of bench/replay.py.
 
 A multi-arch compile at t threads (the model, each part marked):
-- per (source, arch): seconds and peak from bench/replay_data/sgl_kernel_per_arch.json when it has the pair
+- per (source, arch): seconds and peak from bench/replay_data/default_build_sample.json when it has the pair
   (measured), else ASSUMED equal to the source's SM120 record (the real tree's only measurement: one arch, 1 thread);
 - a host part of ``HOST_FRACTION`` of the SM120 seconds (0.6, MEASURED on one source only: the real tree's
   per_tensor_quant_fp8.cu took 70-86 CPU-s per arch alone and 268 CPU-s for all seven at --threads 1, so about 48 s
@@ -42,7 +42,7 @@ ARCHS = ("sm_80", "sm_89", "sm_90", "sm_90a", "sm_100a", "sm_103a", "sm_120a")
 BUILDS = ("sm90", "sm100")          # the two extension targets that compile every source
 DEFAULT_THREADS = 32
 HOST_FRACTION = 0.6
-PER_ARCH = os.path.join(HERE, "replay_data", "sgl_kernel_per_arch.json")
+PER_ARCH = os.path.join(HERE, "replay_data", "default_build_sample.json")
 
 
 class MultiJob(object):
