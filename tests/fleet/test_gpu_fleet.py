@@ -14,7 +14,7 @@ __metaclass__ = type
 import json
 import os
 
-from fleetlib import REPO_ROOT, TIMINGS, blackwell_rows, install_gpus, run_playbook
+from fleetlib import REPO_ROOT, TIMINGS, blackwell_rows, flagged, install_gpus, report_hosts, run_playbook
 
 PLAYBOOK = os.path.join(REPO_ROOT, "playbooks", "preflight.yml")
 GPU_TIMEOUT = 4
@@ -54,10 +54,9 @@ def test_gpu_and_build_profiles_flag_exactly_the_broken_nodes(fresh_fleet, tmp_p
     })
     TIMINGS["gpu_preflight_8_nodes"] = result.duration
     assert "Traceback" not in result.stdout + result.stderr
-    with open(os.path.join(str(tmp_path), "preflight.json")) as handle:
-        hosts = json.load(handle)["hosts"]
+    hosts = report_hosts(tmp_path)
 
-    failed = dict((name, entry["failed_checks"]) for name, entry in hosts.items() if entry["status"] != "ready")
+    failed = flagged(hosts)
     assert failed == {"node2": ["gpu_count"], "node3": ["ecc_errors"], "node4": failed.get("node4"), "node5": ["disk_space"]}, \
         json.dumps(dict((n, hosts[n]["reason"]) for n in hosts), indent=1)
     # The hung driver: every GPU check that needs nvidia-smi is unknown, with why; nothing passes silently.
@@ -124,9 +123,8 @@ def test_gpu_health_faults_flag_only_their_node_and_a_hung_probe_drains_nothing(
     })
     TIMINGS["gpu_health_5_nodes"] = result.duration
     assert "Traceback" not in result.stdout + result.stderr
-    with open(os.path.join(str(tmp_path), "preflight.json")) as handle:
-        hosts = json.load(handle)["hosts"]
-    failed = dict((name, entry["failed_checks"]) for name, entry in hosts.items() if entry["status"] != "ready")
+    hosts = report_hosts(tmp_path)
+    failed = flagged(hosts)
     assert failed == {"node2": ["fabric"], "node3": ["nvlink"], "node5": ["dcgm_diag"]}, json.dumps(
         dict((n, hosts[n]["reason"]) for n in hosts), indent=1)
     assert "GPU 1 (00000000:2A:00.0, NVIDIA H100 80GB HBM3, serial 1654123038646" in hosts["node2"]["reason"]
@@ -201,9 +199,8 @@ def test_each_query_fault_flags_only_its_node_in_reports_console_and_metrics(fre
     })
     TIMINGS["gpu_query_faults_7_nodes"] = result.duration
     assert "Traceback" not in result.stdout + result.stderr
-    with open(os.path.join(str(tmp_path), "preflight.json")) as handle:
-        hosts = json.load(handle)["hosts"]
-    failed = dict((name, entry["failed_checks"]) for name, entry in hosts.items() if entry["status"] != "ready")
+    hosts = report_hosts(tmp_path)
+    failed = flagged(hosts)
     assert failed == dict((name, [check]) for name, (check, _files, _words) in faults.items()), json.dumps(
         dict((n, hosts[n]["reason"]) for n in hosts), indent=1)
     failed_sample = 'gpufleet_preflight_check_status{check="%s",profile="gpu",source="playbook",status="failed"} 1'
@@ -251,9 +248,8 @@ def test_xid_by_class_flags_only_the_node_whose_gpu_needs_a_reset(fresh_fleet, t
         "preflight_report_dir": str(tmp_path),
     })
     assert "Traceback" not in result.stdout + result.stderr
-    with open(os.path.join(str(tmp_path), "preflight.json")) as handle:
-        hosts = json.load(handle)["hosts"]
-    failed = dict((name, entry["failed_checks"]) for name, entry in hosts.items() if entry["status"] != "ready")
+    hosts = report_hosts(tmp_path)
+    failed = flagged(hosts)
     assert failed == {"node2": ["fatal_xid"]}, json.dumps(dict((n, hosts[n]["reason"]) for n in hosts), indent=1)
     reason = hosts["node2"]["reason"]
     assert "Xid 79" in reason and "GPU has fallen off the bus" in reason and "reboot the node" in reason, reason
@@ -265,6 +261,5 @@ def test_xid_by_class_flags_only_the_node_whose_gpu_needs_a_reset(fresh_fleet, t
     strict = run_playbook(PLAYBOOK, fleet.inventory_path, extra_vars={
         "preflight_profiles": ["gpu"], "preflight_min_available_memory": "1GiB", "preflight_report_dir": str(tmp_path),
         "preflight_xid_fail_actions": ["restart_app", "reset_gpu", "reboot", "contact_support"]}, args=["--limit", "node3"])
-    with open(os.path.join(str(tmp_path), "preflight.json")) as handle:
-        node3 = json.load(handle)["hosts"]["node3"]
+    node3 = report_hosts(tmp_path)["node3"]
     assert node3["failed_checks"] == ["fatal_xid"] and "Xid 13" in node3["reason"], (node3["reason"], strict.stdout[-2000:])

@@ -19,9 +19,28 @@ import re
 import pytest
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _node
-from fleetlib import REPO_ROOT, run_playbook
+from fleetlib import REPO_ROOT, flagged, report_hosts, run_playbook
 
 PLAYBOOK = os.path.join(REPO_ROOT, "playbooks", "preflight.yml")
+
+# The node profile with every check that a test does not make its subject switched off or loose.
+NODE_PROFILE = {
+    "preflight_profiles": ["node"],
+    "preflight_required_mounts": [],
+    "preflight_scratch_paths": [],
+    "preflight_required_services": [],
+    "preflight_require_clock_sync": False,
+    "preflight_min_available_memory": "1MiB",
+    "preflight_max_build_processes": 100,
+}
+
+
+def run_node_profile(fleet, tmp_path, **policy):
+    """playbooks/preflight.yml with the node profile and ``policy`` on top: (result, the report's hosts)."""
+    result = run_playbook(PLAYBOOK, fleet.inventory_path,
+                          extra_vars=dict(NODE_PROFILE, preflight_report_dir=str(tmp_path), **policy))
+    assert "Traceback" not in result.stdout + result.stderr
+    return result, report_hosts(tmp_path)
 
 
 def test_the_node_profile_flags_exactly_the_broken_nodes(fresh_fleet, tmp_path):
@@ -35,21 +54,9 @@ def test_the_node_profile_flags_exactly_the_broken_nodes(fresh_fleet, tmp_path):
             node.mount_tmpfs(scratch, "64m")
     fleet["node4"].run("mount -o remount,ro %s" % scratch, check=True)
 
-    result = run_playbook(PLAYBOOK, fleet.inventory_path, extra_vars={
-        "preflight_profiles": ["node"],
-        "preflight_required_mounts": [scratch],
-        "preflight_scratch_paths": [],
-        "preflight_min_free_scratch": "16MiB",
-        "preflight_required_services": ["munged"],
-        "preflight_require_clock_sync": False,
-        "preflight_min_available_memory": "1MiB",
-        "preflight_max_build_processes": 100,
-        "preflight_report_dir": str(tmp_path),
-    })
-    assert "Traceback" not in result.stdout + result.stderr
-    with open(os.path.join(str(tmp_path), "preflight.json")) as handle:
-        hosts = json.load(handle)["hosts"]
-    failed = dict((name, entry["failed_checks"]) for name, entry in hosts.items() if entry["status"] != "ready")
+    result, hosts = run_node_profile(fleet, tmp_path, preflight_required_mounts=[scratch],
+                                     preflight_min_free_scratch="16MiB", preflight_required_services=["munged"])
+    failed = flagged(hosts)
     assert failed == {"node2": ["services"], "node3": ["filesystems"], "node4": ["filesystems"]}, failed
     reasons = dict((name, entry["reason"]) for name, entry in hosts.items())
     assert reasons["node2"].startswith("services: not running: munged - start it")
@@ -82,24 +89,11 @@ def test_a_lost_cpu_and_lost_memory_flag_only_their_node(fresh_fleet, tmp_path):
     fleet["node2"].run("mount --bind %s %s/cpu1/online" % (fake_cpu, cpu), check=True)
     fleet["node3"].run("mount --bind %s /proc/meminfo" % fake_meminfo, check=True)
 
-    result = run_playbook(PLAYBOOK, fleet.inventory_path, extra_vars={
-        "preflight_profiles": ["node"],
-        "preflight_required_mounts": [],
-        "preflight_scratch_paths": [],
-        "preflight_required_services": [],
-        "preflight_require_clock_sync": False,
-        "preflight_expected_sockets": topology["sockets"],
-        "preflight_expected_cores": topology["cores"],
-        "preflight_expected_threads": topology["threads"],
-        "preflight_min_memory_total": "%dKiB" % (total_kib // 2),
-        "preflight_min_available_memory": "1MiB",
-        "preflight_max_build_processes": 100,
-        "preflight_report_dir": str(tmp_path),
-    })
-    assert "Traceback" not in result.stdout + result.stderr
-    with open(os.path.join(str(tmp_path), "preflight.json")) as handle:
-        hosts = json.load(handle)["hosts"]
-    failed = dict((name, entry["failed_checks"]) for name, entry in hosts.items() if entry["status"] != "ready")
+    result, hosts = run_node_profile(fleet, tmp_path, preflight_expected_sockets=topology["sockets"],
+                                     preflight_expected_cores=topology["cores"],
+                                     preflight_expected_threads=topology["threads"],
+                                     preflight_min_memory_total="%dKiB" % (total_kib // 2))
+    failed = flagged(hosts)
     assert failed == {"node2": ["cpu_topology"], "node3": ["physical_memory"]}, json.dumps(
         dict((n, hosts[n]["reason"]) for n in hosts), indent=1)
     assert "cpu_topology" in result.stdout and "physical_memory" in result.stdout
@@ -122,21 +116,8 @@ def test_an_infiniband_port_down_flags_only_its_node(fresh_fleet, tmp_path):
         node.run("mount -t tmpfs gpufleet-sysclass /sys/class && cp -r %s /sys/class/"
                  % os.path.join(NODE_FIXTURES, capture, "sys", "class", "infiniband"), check=True)
 
-    result = run_playbook(PLAYBOOK, fleet.inventory_path, extra_vars={
-        "preflight_profiles": ["node"],
-        "preflight_required_mounts": [],
-        "preflight_scratch_paths": [],
-        "preflight_required_services": [],
-        "preflight_require_clock_sync": False,
-        "preflight_min_available_memory": "1MiB",
-        "preflight_max_build_processes": 100,
-        "preflight_report_dir": str(tmp_path),
-    })
-    assert "Traceback" not in result.stdout + result.stderr
-    with open(os.path.join(str(tmp_path), "preflight.json")) as handle:
-        hosts = json.load(handle)["hosts"]
-    failed = dict((name, entry["failed_checks"]) for name, entry in hosts.items() if entry["status"] != "ready")
-    assert failed == {"node2": ["ib_ports"]}, json.dumps(dict((n, hosts[n]["reason"]) for n in hosts), indent=1)
+    result, hosts = run_node_profile(fleet, tmp_path)
+    assert flagged(hosts) == {"node2": ["ib_ports"]}, json.dumps(dict((n, hosts[n]["reason"]) for n in hosts), indent=1)
     assert "mlx5_1 port 1 is DOWN" in hosts["node2"]["reason"], hosts["node2"]["reason"]
     assert "ib_ports" in result.stdout
     for name in ("node1", "node3"):

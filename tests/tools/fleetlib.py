@@ -829,6 +829,17 @@ def run_adhoc(pattern, inventory, module, module_args=None, env=None, args=(), t
     return _run_ansible_tool(argv, env, timeout)
 
 
+def report_hosts(report_dir):
+    """The ``hosts`` of the preflight.json a preflight run wrote in ``report_dir``."""
+    with open(os.path.join(str(report_dir), "preflight.json")) as handle:
+        return json.load(handle)["hosts"]
+
+
+def flagged(hosts):
+    """{host: its failed checks} for every host of a report that is not ready."""
+    return dict((name, entry["failed_checks"]) for name, entry in hosts.items() if entry["status"] != "ready")
+
+
 def parse_adhoc_status(stdout):
     """Map host -> SUCCESS | CHANGED | FAILED | UNREACHABLE from the default callback's output."""
     statuses = {}
