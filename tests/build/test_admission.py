@@ -230,22 +230,32 @@ def test_cold_and_seeded_builds_have_no_oom_kill(tmp_path):
             assert starts[0]["source"].startswith("src/a_heavy_") and not starts[1]["source"].startswith("src/a_heavy_")
 
 
+def seed_file(tmp_path, heavy_mib):
+    """A peaks file for the mixed stand-in: its heavy sources at ``heavy_mib``, the light ones at 60 MiB."""
+    seed = tmp_path / "seed.json"
+    seed.write_text(json.dumps(dict(("src/" + name, {"peak_bytes": (heavy_mib if "heavy" in name else 60) * MIB,
+                                                     "killed": False, "seconds": 3.0 if "heavy" in name else 1.5})
+                                    for name in os.listdir(os.path.join(MIXED, "src")))))
+    return seed
+
+
+def configure_and_build(tmp_path):
+    """argv configuring and building the mixed stand-in with Ninja in tmp_path/b, its compiler the memory hog."""
+    wrapper = tmp_path / "cc-hog"
+    wrapper.write_text("#!/bin/sh\nexec %s %s cc \"$@\"\n" % (sys.executable, HOGCC))
+    wrapper.chmod(0o755)
+    build = tmp_path / "b"
+    return ["sh", "-c", "cmake -S %s -B %s -G Ninja -DCMAKE_C_COMPILER=%s && cmake --build %s" % (MIXED, build, wrapper, build)]
+
+
 def test_any_cmake_project_builds_under_admission_through_guarded_build_alone(tmp_path):
     """Issue 29 item 4: guarded_build's admission option, no role: the mixed stand-in (a plain CMake C project)
     configured and built inside the module at -j8 under a 500 MiB cgroup; the launcher comes in through the
     environment's CMAKE_C_COMPILER_LAUNCHER, seeded peaks schedule it: 0 OOM kills, every compile through the
     ledger."""
-    seed = tmp_path / "seed.json"
-    seed.write_text(json.dumps(dict(("src/" + name, {"peak_bytes": (320 if "heavy" in name else 60) * MIB, "killed": False,
-                                                     "seconds": 3.0 if "heavy" in name else 1.5})
-                                    for name in os.listdir(os.path.join(MIXED, "src")))))
-    wrapper = tmp_path / "cc-hog"
-    wrapper.write_text("#!/bin/sh\nexec %s %s cc \"$@\"\n" % (sys.executable, HOGCC))
-    wrapper.chmod(0o755)
-    build = tmp_path / "b"
+    seed = seed_file(tmp_path, heavy_mib=320)
     guarded = str(tmp_path / "guarded")
-    result = run_module({"argv": ["sh", "-c", "cmake -S %s -B %s -G Ninja -DCMAKE_C_COMPILER=%s && cmake --build %s"
-                                  % (MIXED, build, wrapper, build)],
+    result = run_module({"argv": configure_and_build(tmp_path),
                          "chdir": MIXED, "build_dir": guarded, "name": "admit-any-cmake", "jobs": 8,
                          "memory_limit": "500MiB", "memory_per_thread": "32MiB", "reserve": "0", "max_attempts": 1,
                          "force": True, "admission": {"reserve_bytes": "16MiB", "default_bytes": "100MiB",
@@ -267,18 +277,10 @@ def test_an_oom_the_scheduler_learns_from_keeps_the_jobs_and_the_source_is_not_k
     is learned over the seed (what it held, not the seed's 60), so attempt 2 runs at the same -j4 - not halved - and
     the killed source is started only where it fits: the build finishes with that one OOM kill and no second.
     Without the fix: the seed's 60 MiB wins the merge, jobs 4 -> 2, and the source may be killed again."""
-    seed = tmp_path / "seed.json"
-    seed.write_text(json.dumps(dict(("src/" + name, {"peak_bytes": 60 * MIB, "killed": False,
-                                                     "seconds": 3.0 if "heavy" in name else 1.5})
-                                    for name in os.listdir(os.path.join(MIXED, "src")))))
+    seed = seed_file(tmp_path, heavy_mib=60)
     own = tmp_path / "peaks.json"
-    wrapper = tmp_path / "cc-hog"
-    wrapper.write_text("#!/bin/sh\nexec %s %s cc \"$@\"\n" % (sys.executable, HOGCC))
-    wrapper.chmod(0o755)
-    build = tmp_path / "b"
     guarded = str(tmp_path / "guarded")
-    result = run_module({"argv": ["sh", "-c", "cmake -S %s -B %s -G Ninja -DCMAKE_C_COMPILER=%s && cmake --build %s"
-                                  % (MIXED, build, wrapper, build)],
+    result = run_module({"argv": configure_and_build(tmp_path),
                          "chdir": MIXED, "build_dir": guarded, "name": "admit-learns-oom", "jobs": 4,
                          "memory_limit": "500MiB", "memory_per_thread": "32MiB", "reserve": "0", "max_attempts": 3,
                          "force": True, "admission": {"reserve_bytes": "16MiB", "default_bytes": "100MiB", "cpus": 4,
