@@ -25,7 +25,7 @@ MUTATIONS = {
         '    if kind == TIMEOUT:\n        return FAIL, jobs, "the build timed out after %s seconds (attempt %d, jobs=%d)" % '
         '(timeout, attempt, jobs)\n', ""),
     "timeout counted as an OOM": ('        return TIMEOUT, "stopped at the timeout"', '        return OOM, "stopped at the timeout"'),
-    "one job left retried": ("    if jobs == 1:\n", "    if jobs == 0:\n"),
+    "one job left retried": ("    if jobs == 1 and not learned:\n", "    if jobs == 0 and not learned:\n"),
 }
 
 
