@@ -81,6 +81,45 @@ def cpu_busy_seconds():
     return (sum(fields[:8]) - idle) / float(ticks)
 
 
+class CpuMeter:
+    """CPU seconds spent by this process and everything it starts from now on (the test fleet's sshd nodes and
+    their modules as well as ansible on the controller), read from a cgroup v1 cpuacct group of its own. On a machine
+    as small as this one the nodes share the controller's cores, so wall time tracks this sum, and the sum moves
+    far less with other load than wall time does. ``seconds()`` is None where there is no cpuacct (not root, no
+    v1 hierarchy)."""
+
+    ROOT = "/sys/fs/cgroup/cpuacct"
+
+    def __init__(self, name="gpufleet-bench"):
+        self.path = None
+        group = os.path.join(self.ROOT, "%s-%d" % (name, os.getpid()))
+        try:
+            os.mkdir(group)
+            with open(os.path.join(group, "cgroup.procs"), "w") as handle:
+                handle.write(str(os.getpid()))
+        except OSError:
+            return
+        self.path = group
+
+    def seconds(self):
+        if self.path is None:
+            return None
+        with open(os.path.join(self.path, "cpuacct.usage")) as handle:
+            return int(handle.read()) / 1e9
+
+    def close(self):
+        """Back to the root group; the group goes once nothing else is left in it (the fleet stopped first)."""
+        if self.path is None:
+            return
+        try:
+            with open(os.path.join(self.ROOT, "cgroup.procs"), "w") as handle:
+                handle.write(str(os.getpid()))
+            os.rmdir(self.path)
+        except OSError:
+            pass
+        self.path = None
+
+
 def memory_total_bytes():
     with open("/proc/meminfo") as handle:
         for line in handle:

@@ -195,6 +195,8 @@ def main():
     info = benchlib.machine()
     info["load_average"] = benchlib.wait_for_low_load()
     report_dir = tempfile.mkdtemp(prefix="gpufleet-bench-reports-")
+    meter = benchlib.CpuMeter()  # before the fleet starts, so its nodes' CPU counts as well
+    cpu = {}
     fleet = Fleet()
     try:
         fleet.start(nodes)
@@ -210,18 +212,30 @@ def main():
         samples = {key: [] for key, _label, _run in timed}
         for round_no in range(1, repeat + 1):
             for key, _label, run in timed:
+                before = meter.seconds()
                 samples[key].append(run())
+                if before is not None:
+                    cpu.setdefault(key, []).append(meter.seconds() - before)
             spent = ", ".join("%s %.2fs" % (k, samples[k][-1]) for k, _l, _r in timed)
             print("round %d/%d: %s (load %s)" % (round_no, repeat, spent, benchlib.load_average()[0]), flush=True)
     finally:
         fleet.stop()
+        meter.close()
         shutil.rmtree(report_dir, ignore_errors=True)
 
     medians = {key: benchlib.median(values) for key, values in samples.items()}
     ping = medians["ping"]
-    rows = [[label, benchlib.fmt_seconds(medians[key]), benchlib.fmt_ratio(medians[key] / ping),
-             " ".join(benchlib.fmt_seconds(v) for v in samples[key])] for key, label, _run in timed]
-    table = benchlib.markdown_table(["command (%d nodes)" % nodes, "median s", "vs ping", "all runs s"], rows)
+    cpu_medians = {key: benchlib.median(values) for key, values in cpu.items()}
+
+    def cpu_cells(key):
+        if key not in cpu_medians:
+            return ["n/a (no cpuacct)", "-"]
+        return [benchlib.fmt_seconds(cpu_medians[key]), benchlib.fmt_ratio(cpu_medians[key] / cpu_medians["ping"])]
+
+    rows = [[label, benchlib.fmt_seconds(medians[key]), benchlib.fmt_ratio(medians[key] / ping)] + cpu_cells(key)
+            + [" ".join(benchlib.fmt_seconds(v) for v in samples[key])] for key, label, _run in timed]
+    table = benchlib.markdown_table(["command (%d nodes)" % nodes, "median s", "vs ping", "CPU s (controller + nodes)",
+                                     "CPU vs ping", "all runs s"], rows)
     targets = []
     for key in [key for key in ("preflight_default", "preflight", "preflight_build") if key in medians]:
         ratio = medians[key] / ping
@@ -236,10 +250,13 @@ def main():
         table += "\n\nWhere `ansible-playbook playbooks/preflight.yml` (%s) spends its time (medians, from task start stamps):\n\n%s" % (
             what, phases)
     notes = ["medians over %d rounds; every round ran every command once, in the order of the table" % repeat,
+             "CPU s: the controller's and the nodes' CPU seconds together (a cpuacct group around the bench and its "
+             "fleet); on 2 cores the nodes share the controller's CPUs, and CPU seconds move less with load than wall",
              "ansible runs reuse the inventory's ssh ControlMaster (ControlPersist), as consecutive runs do in practice"]
     data_breakdown = {key: [dict(run) for run in runs] for key, runs in breakdown.items()}
+    data = {"nodes": nodes, "repeat": repeat, "samples": samples, "medians": medians, "cpu": cpu, "breakdown": data_breakdown}
     return benchlib.report("fleet_preflight", "Fleet preflight vs ping, setup and the seed's one-liner (%d nodes)" % nodes,
-                           info, table, notes, {"nodes": nodes, "repeat": repeat, "samples": samples, "medians": medians, "breakdown": data_breakdown}, targets)
+                           info, table, notes, data, targets)
 
 
 if __name__ == "__main__":

@@ -7,9 +7,11 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import os
 import time
 
 from ansible.errors import AnsibleActionFail
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _policy
@@ -19,6 +21,11 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._values import 
 from ansible_collections.gpufleet.preflight.plugins.plugin_utils._report import node_failures
 
 NODE_FACTS = "gpufleet.preflight.node_facts"
+
+# The preflight role passes each option from the role variable of the same name with this prefix
+# (roles/preflight/tasks/check.yml, generated from the same table), so a refusal there names what the user set.
+ROLE_VARIABLE_PREFIX = "preflight_"
+PREFLIGHT_ROLE = os.path.realpath(os.path.join(os.path.dirname(__file__), "..", "..", "roles", "preflight"))
 
 # Declared once, in module_utils/_readiness/_readiness_options.py (the docs and the role follow from the same table).
 ARGUMENT_SPEC = _readiness_options.argument_spec()
@@ -95,6 +102,29 @@ def returned_facts(gathered_facts, readiness, full_facts):
     return facts
 
 
+def in_preflight_role(task):
+    """Whether ``task`` is the preflight role's own readiness task (its options are then role variables)."""
+    role = getattr(task, "_role", None)
+    path = getattr(role, "_role_path", None)
+    return bool(path) and os.path.realpath(path) == PREFLIGHT_ROLE
+
+
+def as_role_variables(message):
+    """A refusal that starts with an option's name, naming the role variable instead (preflight_<option>)."""
+    name = message.split(":", 1)[0].split("[", 1)[0].split(" ", 1)[0]
+    if name in ARGUMENT_SPEC:
+        return ROLE_VARIABLE_PREFIX + message
+    return message
+
+
+def role_variable_errors(args):
+    """The argument spec's refusals of ``args`` under the role's variable names (as the role's own argument
+    validation would say them, without a task and a worker per host for it); [] when every value is valid."""
+    spec = dict((ROLE_VARIABLE_PREFIX + name, option) for name, option in ARGUMENT_SPEC.items())
+    named = dict((ROLE_VARIABLE_PREFIX + name, value) for name, value in args.items())
+    return ArgumentSpecValidator(spec).validate(named).error_messages
+
+
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = True
@@ -102,15 +132,21 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars)
         del tmp
+        from_role = in_preflight_role(self._task)
+        name = as_role_variables if from_role else str
         bad = non_finite_option(self._task.args)
         if bad:
-            raise AnsibleActionFail("%s: must be a finite number, got %s" % bad)
+            raise AnsibleActionFail(name("%s: must be a finite number, got %s" % bad))
+        if from_role:
+            errors = role_variable_errors(self._task.args)
+            if errors:
+                raise AnsibleActionFail("the preflight role's variables are not valid: %s" % "; ".join(errors))
         _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         problem = None
         try:
             policy = _policy_validation.validate_policy(args)
         except ValueError as exc:
-            problem = str(exc)
+            problem = name(str(exc))
         if problem is not None:
             # raised outside the except block: the refusal names the option, no chained traceback
             raise AnsibleActionFail(problem)

@@ -9,7 +9,8 @@ __metaclass__ = type
 
 import pytest
 
-from ansible_collections.gpufleet.preflight.plugins.action.readiness import ARGUMENT_SPEC, node_failure_message
+from ansible_collections.gpufleet.preflight.plugins.action.readiness import (
+    ARGUMENT_SPEC, PREFLIGHT_ROLE, as_role_variables, in_preflight_role, node_failure_message, role_variable_errors)
 
 
 @pytest.mark.parametrize("gathered, words", [
@@ -44,3 +45,39 @@ def test_non_finite_numbers_are_found_before_int_conversion_overflows(args, foun
 def test_the_action_takes_the_tables_spec():
     from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _readiness_options
     assert ARGUMENT_SPEC == _readiness_options.argument_spec()
+
+
+@pytest.mark.parametrize("message, named", [
+    ("kernel_events_window: must be 1 to 31622400 seconds, got -5",
+     "preflight_kernel_events_window: must be 1 to 31622400 seconds, got -5"),
+    ("custom_checks[0]: needs a name and a query", "preflight_custom_checks[0]: needs a name and a query"),
+    ("min_available_memory: '64GB' is not a size", "preflight_min_available_memory: '64GB' is not a size"),
+    ("the JMESPath query does not parse", "the JMESPath query does not parse"),   # no option first: kept
+    ("nosuch: must be a number", "nosuch: must be a number"),
+])
+def test_a_refusal_in_the_role_names_the_role_variable(message, named):
+    assert as_role_variables(message) == named
+
+
+def test_the_role_variables_are_checked_under_their_own_names():
+    errors = role_variable_errors({"max_build_processes": "abc", "profiles": ["nosuch"], "wait": 5})
+    assert len(errors) == 2, errors
+    assert any("'preflight_max_build_processes'" in error for error in errors), errors
+    assert any("preflight_profiles" in error and "nosuch" in error for error in errors), errors
+    assert role_variable_errors({"max_build_processes": 2, "profiles": ["gpu"]}) == []
+
+
+class _Role:
+    def __init__(self, path):
+        self._role_path = path
+
+
+class _Task:
+    def __init__(self, role):
+        self._role = role
+
+
+def test_only_the_preflight_roles_own_task_speaks_in_role_variables(tmp_path):
+    assert in_preflight_role(_Task(_Role(PREFLIGHT_ROLE)))
+    assert not in_preflight_role(_Task(None))                         # a playbook's own readiness task
+    assert not in_preflight_role(_Task(_Role(str(tmp_path / "preflight"))))   # somebody else's role of that name
