@@ -23,9 +23,12 @@ __metaclass__ = type
 
 import errno
 import os
+import select
+import selectors
 import signal
 import subprocess
 import threading
+import time
 
 NOT_FOUND_RC = 127
 
@@ -80,11 +83,91 @@ def _close_pipes(proc):
                 pass
 
 
-def run_with_timeout(argv, timeout, env=None, cwd=None, kill_grace=KILL_GRACE, data=None):
+# Bytes of each of a command's streams kept in memory: a probe that prints faster than its timeout (a broken driver's
+# endless error lines, 50 MB of `nvidia-smi -q`) is read to its end or its deadline, the rest dropped, never held.
+OUTPUT_KEPT = 16 * 1024 ** 2
+CUT_NOTE = "output cut at %d bytes"
+
+
+class _BoundedReader:
+    """Feeds ``data`` to a child's stdin and reads its stdout and stderr side by side (one selector, so neither pipe
+    fills and blocks the child), keeping at most ``kept`` bytes of each and dropping the rest."""
+
+    def __init__(self, proc, data, kept):
+        self.proc = proc
+        self.kept = kept
+        self.buffers = {proc.stdout: bytearray(), proc.stderr: bytearray()}
+        self.cut = set()
+        self.pending = memoryview(data) if data else None
+        self.selector = selectors.DefaultSelector()
+        for stream in (proc.stdout, proc.stderr):
+            self.selector.register(stream, selectors.EVENT_READ)
+        if proc.stdin is not None:
+            if self.pending:
+                self.selector.register(proc.stdin, selectors.EVENT_WRITE)
+            else:
+                self._close_stdin()
+
+    def _close_stdin(self):
+        try:
+            self.proc.stdin.close()
+        except (IOError, OSError):
+            pass
+
+    def _write(self, key):
+        try:
+            written = os.write(key.fd, self.pending[:select.PIPE_BUF])
+        except OSError:   # the child closed its stdin (EPIPE): what it did not read is not ours to force on it
+            written = len(self.pending)
+        self.pending = self.pending[written:]
+        if not self.pending:
+            self.selector.unregister(key.fileobj)
+            self._close_stdin()
+
+    def _read(self, key):
+        chunk = os.read(key.fd, 65536)
+        if not chunk:
+            self.selector.unregister(key.fileobj)
+            return
+        buffer = self.buffers[key.fileobj]
+        room = self.kept - len(buffer)
+        if room > 0:
+            buffer += chunk[:room]
+        if len(chunk) > room:
+            self.cut.add(key.fileobj)
+
+    def read_until(self, deadline):
+        """Read until both streams end (True) or ``deadline`` (time.monotonic) passes (False)."""
+        while self.selector.get_map():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            for key, _events in self.selector.select(remaining):
+                if key.fileobj is self.proc.stdin:
+                    self._write(key)
+                else:
+                    self._read(key)
+        return True
+
+    def texts(self):
+        """(stdout, stderr) as text; a stream cut at ``kept`` bytes says so at its end."""
+        out, err = (_to_text(bytes(self.buffers[stream])) for stream in (self.proc.stdout, self.proc.stderr))
+        if self.proc.stdout in self.cut:
+            out += "\n[%s]" % (CUT_NOTE % self.kept)
+        if self.proc.stderr in self.cut:
+            err += "\n[%s]" % (CUT_NOTE % self.kept)
+        return out, err
+
+    def close(self):
+        self.selector.close()
+
+
+def run_with_timeout(argv, timeout, env=None, cwd=None, kill_grace=KILL_GRACE, data=None, kept=OUTPUT_KEPT):
     """Run ``argv`` (no shell); ``(rc, stdout, stderr)``, ``rc`` None after ``timeout`` seconds.
 
     ``data`` (text) is written to its standard input. A missing executable gives ``(127, '', '<why>')`` rather than
-    an exception. After a timeout the process group
+    an exception. At most ``kept`` bytes of each stream are kept (the rest is read and dropped, and the stream ends
+    with ``[output cut at N bytes]``). After a timeout the process group
     is killed and waited for ``kill_grace`` seconds at most: a process that outlives SIGKILL (D state) is left
     where it is and ``stderr`` says ``did not exit after SIGKILL`` with its pid and state.
     """
@@ -101,29 +184,38 @@ def run_with_timeout(argv, timeout, env=None, cwd=None, kill_grace=KILL_GRACE, d
         )
     except OSError as exc:
         return NOT_FOUND_RC if exc.errno in (errno.ENOENT, errno.EACCES) else 126, "", "%s: %s" % (argv[0], exc.strerror or exc)
+    reader = _BoundedReader(proc, None if data is None else data.encode("utf-8"), kept)
     try:
-        out, err = proc.communicate(None if data is None else data.encode("utf-8"), timeout=timeout)
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
-        try:
-            # Pipes may still be held by a grandchild that escaped the group; do not wait on them forever.
-            out, err = proc.communicate(timeout=kill_grace)
-        except subprocess.TimeoutExpired:
-            out, err = b"", b""
+        deadline = time.monotonic() + timeout
+        ended = reader.read_until(deadline)
+        if ended:
             try:
-                proc.wait(timeout=0.1)
-            except subprocess.TimeoutExpired:
-                pass
+                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:   # closed its pipes but runs on
+                ended = False
+        if ended:
+            out, err = reader.texts()
+            return proc.returncode, out, err
+        _kill_group(proc)
+        # Pipes may still be held by a grandchild that escaped the group; do not wait on them forever.
+        grace_ends = time.monotonic() + kill_grace
+        reader.read_until(grace_ends)
+        out, _err = reader.texts()
+        try:
+            proc.wait(timeout=max(0.1, grace_ends - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pass
+    finally:
+        reader.close()
         _close_pipes(proc)
-        if proc.poll() is None:
-            # Unkillable (uninterruptible sleep in the kernel): never wait() on it. The Popen object keeps the pid
-            # on subprocess's list of children to reap later, should it ever exit.
-            state = process_state(proc.pid)
-            return None, _to_text(out), "%s: timed out after %ss and %s within %ss (pid %s, state %s%s); left behind" % (
-                argv[0], timeout, DID_NOT_EXIT, kill_grace, proc.pid, state or "?",
-                ": uninterruptible sleep" if state == "D" else "")
-        return None, _to_text(out), "%s: timed out after %ss and was killed" % (argv[0], timeout)
-    return proc.returncode, _to_text(out), _to_text(err)
+    if proc.poll() is None:
+        # Unkillable (uninterruptible sleep in the kernel): never wait() on it. The Popen object keeps the pid
+        # on subprocess's list of children to reap later, should it ever exit.
+        state = process_state(proc.pid)
+        return None, out, "%s: timed out after %ss and %s within %ss (pid %s, state %s%s); left behind" % (
+            argv[0], timeout, DID_NOT_EXIT, kill_grace, proc.pid, state or "?",
+            ": uninterruptible sleep" if state == "D" else "")
+    return None, out, "%s: timed out after %ss and was killed" % (argv[0], timeout)
 
 
 def find_executable(name, search_paths=None, environ=None):

@@ -133,3 +133,39 @@ def test_side_by_side_raises_the_first_error_after_every_call_ended():
     with pytest.raises(ValueError, match="gpu_probes: unknown"):
         side_by_side({"slow": slow, "broken": broken})
     assert ended == ["slow"]
+
+
+def test_a_flood_of_output_is_kept_to_the_bound_and_read_to_its_end():
+    """64 MiB on stdout and 1 MiB on stderr with 1 MiB kept: the command ends normally (its pipes never block it),
+    each stream keeps its first MiB and says it was cut (round 4 of docs/security.md: the read was unbounded)."""
+    script = "head -c 67108864 /dev/zero | tr '\\0' o; head -c 1048577 /dev/zero | tr '\\0' e >&2; exit 4"
+    rc, out, err = run_with_timeout(["sh", "-c", script], 60, kept=1024 ** 2)
+    assert rc == 4
+    assert out == "o" * 1024 ** 2 + "\n[output cut at 1048576 bytes]"
+    assert err == "e" * 1024 ** 2 + "\n[output cut at 1048576 bytes]"
+
+
+def test_output_within_the_bound_is_whole_and_stdin_larger_than_a_pipe_is_fed():
+    data = "x" * (1024 ** 2) + "\n"    # more than a pipe buffer: written as the child reads
+    rc, out, err = run_with_timeout(["cat"], 30, data=data, kept=2 * 1024 ** 2)
+    assert (rc, out, err) == (0, data, "")
+
+
+def test_a_flood_until_the_timeout_keeps_what_was_read():
+    started = time.monotonic()
+    rc, out, err = run_with_timeout(["sh", "-c", "yes flood"], 0.5, kept=4096)
+    assert rc is None and "timed out after 0.5s and was killed" in err
+    assert out.startswith("flood\nflood\n") and out.endswith("[output cut at 4096 bytes]")
+    assert time.monotonic() - started < 5
+
+
+def test_a_child_that_closes_its_pipes_but_runs_on_is_timed_out():
+    started = time.monotonic()
+    rc, _out, err = run_with_timeout(["sh", "-c", "exec >&- 2>&-; sleep 30"], 0.5)
+    assert rc is None and "was killed" in err and not did_not_exit(err)
+    assert time.monotonic() - started < 5
+
+
+def test_a_child_that_never_reads_its_stdin_does_not_hang_the_writer():
+    rc, out, _err = run_with_timeout(["sh", "-c", "exec 0<&-; echo done"], 10, data="y" * (4 * 1024 ** 2))
+    assert (rc, out) == (0, "done\n")
