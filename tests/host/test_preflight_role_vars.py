@@ -35,3 +35,15 @@ def test_a_negative_kernel_events_window_is_refused_by_name(tmp_path):
     run = preflight(tmp_path, "preflight_kernel_events_window=-5")
     assert run.returncode != 0
     assert "kernel_events_window: must be 1 to 31622400 seconds, got -5" in run.stdout and "Traceback" not in run.stdout, run.stdout
+
+
+def test_a_bad_role_variable_is_refused_under_its_own_name_in_one_line(tmp_path):
+    """playbooks/preflight.yml skips the check entry point's validation task: readiness names the role variable
+    itself, as that task did, without its 16.5 KB dump of the whole argument spec."""
+    run = preflight(tmp_path, "preflight_max_build_processes=abc")
+    assert run.returncode != 0
+    fatal = [line for line in run.stdout.splitlines() if line.startswith("fatal:")]
+    assert len(fatal) == 1 and "argument 'preflight_max_build_processes' is of type str" in fatal[0], run.stdout
+    assert len(fatal[0]) < 1000 and "argument_spec_data" not in run.stdout, fatal[0][:2000]
+    assert "preflight_kernel_events_window: must be 1 to 31622400 seconds, got -5" in preflight(
+        tmp_path, "preflight_kernel_events_window=-5").stdout
