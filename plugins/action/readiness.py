@@ -7,7 +7,6 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import os
 import time
 
 from ansible.errors import AnsibleActionFail
@@ -22,13 +21,41 @@ from ansible_collections.gpufleet.preflight.plugins.plugin_utils._report import 
 
 NODE_FACTS = "gpufleet.preflight.node_facts"
 
-# The preflight role passes each option from the role variable of the same name with this prefix
-# (roles/preflight/tasks/check.yml, generated from the same table), so a refusal there names what the user set.
-ROLE_VARIABLE_PREFIX = "preflight_"
-PREFLIGHT_ROLE = os.path.realpath(os.path.join(os.path.dirname(__file__), "..", "..", "roles", "preflight"))
-
+TASK_SPEC = _readiness_options.TASK_SPEC
 # Declared once, in module_utils/_readiness/_readiness_options.py (the docs and the role follow from the same table).
 ARGUMENT_SPEC = _readiness_options.argument_spec()
+
+
+def options_from_variables(task_args, task_vars, prefix, template):
+    """The task's options, each one it leaves out taken from the variable ``<prefix><option>`` where that is set
+    and not null, and the names taken so. The preflight role passes its 57 ``preflight_*`` variables this way: as
+    task arguments they were 57 Jinja templates compiled in every host's worker (ansible-core keeps no compiled
+    templates), 0.1 CPU-s a host."""
+    args = dict(task_args)
+    taken = []
+    for name in ARGUMENT_SPEC:
+        if name in args or prefix + name not in task_vars:
+            continue
+        value = template(task_vars[prefix + name])
+        if value is not None:
+            args[name] = value
+            taken.append(name)
+    return args, taken
+
+
+def named_as_given(message, prefix, taken):
+    """A refusal that starts with an option's name, naming the variable it came from instead (``<prefix><option>``)."""
+    name = message.split(":", 1)[0].split("[", 1)[0].split(" ", 1)[0]
+    return prefix + message if name in taken else message
+
+
+def option_errors(args, prefix, taken):
+    """The argument spec's refusals of ``args``, an option taken from a variable named as that variable; [] when every
+    value is valid. One line each, not the whole spec that ansible-core's own validation failure prints."""
+    def as_given(name):
+        return prefix + name if name in taken else name
+    spec = dict((as_given(name), option) for name, option in dict(ARGUMENT_SPEC, **TASK_SPEC).items())
+    return ArgumentSpecValidator(spec).validate(dict((as_given(name), value) for name, value in args.items())).error_messages
 
 
 def non_finite_option(task_args):
@@ -102,29 +129,6 @@ def returned_facts(gathered_facts, readiness, full_facts):
     return facts
 
 
-def in_preflight_role(task):
-    """Whether ``task`` is the preflight role's own readiness task (its options are then role variables)."""
-    role = getattr(task, "_role", None)
-    path = getattr(role, "_role_path", None)
-    return bool(path) and os.path.realpath(path) == PREFLIGHT_ROLE
-
-
-def as_role_variables(message):
-    """A refusal that starts with an option's name, naming the role variable instead (preflight_<option>)."""
-    name = message.split(":", 1)[0].split("[", 1)[0].split(" ", 1)[0]
-    if name in ARGUMENT_SPEC:
-        return ROLE_VARIABLE_PREFIX + message
-    return message
-
-
-def role_variable_errors(args):
-    """The argument spec's refusals of ``args`` under the role's variable names (as the role's own argument
-    validation would say them, without a task and a worker per host for it); [] when every value is valid."""
-    spec = dict((ROLE_VARIABLE_PREFIX + name, option) for name, option in ARGUMENT_SPEC.items())
-    named = dict((ROLE_VARIABLE_PREFIX + name, value) for name, value in args.items())
-    return ArgumentSpecValidator(spec).validate(named).error_messages
-
-
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = True
@@ -132,21 +136,25 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars)
         del tmp
-        from_role = in_preflight_role(self._task)
-        name = as_role_variables if from_role else str
-        bad = non_finite_option(self._task.args)
+        prefix = self._task.args.get("variable_prefix") or ""
+        given, taken = options_from_variables(self._task.args, task_vars or {}, prefix, self._templar.template) \
+            if prefix else (dict(self._task.args), [])
+        bad = non_finite_option(given)
         if bad:
-            raise AnsibleActionFail(name("%s: must be a finite number, got %s" % bad))
-        if from_role:
-            errors = role_variable_errors(self._task.args)
-            if errors:
-                raise AnsibleActionFail("the preflight role's variables are not valid: %s" % "; ".join(errors))
-        _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+            raise AnsibleActionFail(named_as_given("%s: must be a finite number, got %s" % bad, prefix, taken))
+        errors = option_errors(given, prefix, taken)
+        if errors:
+            raise AnsibleActionFail("%s: %s" % ("the options are not valid" if not taken else
+                                                "the options (from the %s* variables) are not valid" % prefix,
+                                                "; ".join(errors)))
+        args = ArgumentSpecValidator(dict(ARGUMENT_SPEC, **TASK_SPEC)).validate(given).validated_parameters
+        ready_group = args.pop("ready_group")
+        args.pop("variable_prefix")
         problem = None
         try:
             policy = _policy_validation.validate_policy(args)
         except ValueError as exc:
-            problem = name(str(exc))
+            problem = named_as_given(str(exc), prefix, taken)
         if problem is not None:
             # raised outside the except block: the refusal names the option, no chained traceback
             raise AnsibleActionFail(problem)
@@ -198,6 +206,10 @@ class ActionModule(ActionBase):
         ansible_facts = returned_facts(gathered.get("ansible_facts") or {}, readiness, args["full_facts"])
         result.update(readiness)
         result.update(changed=False, ansible_facts=ansible_facts, msg=short)
+        if ready and ready_group:
+            # Joined from the result, as group_by does (ansible-core adds the host to a result's add_group): no task,
+            # and no worker per host, of its own.
+            result["add_group"] = ready_group
         if not ready and args["fail_when_not_ready"]:
             result["failed"] = True
             if Display().verbosity < 1:

@@ -33,6 +33,22 @@ description:
   - This is an action plugin; the module file holds its documentation. The C(gpufleet.preflight.preflight) role wraps it.
   - Its options are declared once, in C(plugins/module_utils/_readiness/_readiness_options.py), from which this documentation's
     fragments and the role's variables are generated.
+options:
+  variable_prefix:
+    description:
+      - Take each option this task leaves out from the variable named this prefix and the option's name, where that
+        variable is set and not null (with V(preflight_), O(min_available_memory) comes from C(preflight_min_available_memory)).
+        An option the task sets wins.
+      - A policy kept in C(group_vars) and C(host_vars) then needs no task argument per option. A refusal names the
+        variable. The C(gpufleet.preflight.preflight) role passes V(preflight_), its variables' prefix.
+      - 'It is cheaper too: each C({{ var }}) task argument is a template compiled again in every host''s worker.'
+    type: str
+  ready_group:
+    description:
+      - A group this host joins when it is ready (the way M(ansible.builtin.group_by) adds it), for the later plays
+        of the run to target. A host that is not ready, or unreachable, does not join it.
+      - The C(gpufleet.preflight.preflight) role passes C(gpufleet_preflight_ready).
+    type: str
 extends_documentation_fragment:
   - gpufleet.preflight.readiness_options
   - gpufleet.preflight.node_facts_options
@@ -64,6 +80,11 @@ EXAMPLES = r"""
     min_available_memory: 0.8
     wait: 60
     interval: 5
+
+- name: Check against the policy in group_vars and host_vars (preflight_min_available_memory, ...)
+  gpufleet.preflight.readiness:
+    variable_prefix: preflight_
+    ready_group: ready_to_build
 
 - name: Add a custom check, and decide later
   gpufleet.preflight.readiness:

@@ -7,7 +7,8 @@
     python tests/tools/gen_preflight_options.py --check  # exit 1 naming each file that differs (the unit test does too)
 
 Generated: the doc fragments readiness_options and node_facts_options, and the preflight role's
-defaults/main.yml, meta/argument_specs.yml and tasks/check.yml. Edit the table, then run this.
+defaults/main.yml and meta/argument_specs.yml. Edit the table, then run this. (tasks/check.yml names no option:
+readiness reads each from the role variable preflight_<option> itself, its variable_prefix.)
 """
 
 from __future__ import absolute_import, division, print_function
@@ -103,24 +104,6 @@ def role_argument_specs():
     return "---\n" + HEADER + dump(dict(argument_specs=specs))
 
 
-def check_tasks():
-    lines = ["---", HEADER.rstrip("\n"), "- name: Check this node's readiness in one round trip",
-             "  gpufleet.preflight.readiness:"]
-    for entry in table.OPTIONS:
-        if not entry.get("action", True) or "check" not in (entry.get("roles") or ()):
-            continue
-        var = ROLE_PREFIX + entry["name"]
-        # Unset (null) options are left out, so the action applies its own meaning of "unset".
-        value = "{{ %s }}" % var if entry["default"] is not None else "{{ %s if %s is not none else omit }}" % (var, var)
-        lines.append('    %s: "%s"' % (entry["name"], value))
-    lines += ["    # drop.yml fails the node (or not, per preflight_fail_when_not_ready) after the fleet report.",
-              "    fail_when_not_ready: false",
-              "  register: preflight_result",
-              "  # An unreachable node is recorded (and reported) instead of vanishing from the summary.",
-              "  ignore_unreachable: true", ""]
-    return "\n".join(lines)
-
-
 def generated():
     """{path relative to the repository: content}."""
     return {
@@ -131,7 +114,6 @@ def generated():
             "The readiness policy's options (those that node_facts does not share).", action_entries(node=False)),
         "roles/preflight/defaults/main.yml": role_defaults(),
         "roles/preflight/meta/argument_specs.yml": role_argument_specs(),
-        "roles/preflight/tasks/check.yml": check_tasks(),
     }
 
 

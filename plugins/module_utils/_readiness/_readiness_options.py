@@ -5,8 +5,9 @@
 
 Everything else follows from ``OPTIONS``: the readiness action's argument spec (``argument_spec()``), the
 checks' defaults (``default()``), and -- written by ``tests/tools/gen_preflight_options.py`` -- the doc
-fragments ``readiness_options`` and ``node_facts_options``, ``roles/preflight/defaults/main.yml``,
-``roles/preflight/meta/argument_specs.yml`` and ``roles/preflight/tasks/check.yml``.
+fragments ``readiness_options`` and ``node_facts_options``, ``roles/preflight/defaults/main.yml``
+and ``roles/preflight/meta/argument_specs.yml`` (``roles/preflight/tasks/check.yml`` names no option: the action
+reads each from its role variable, ``variable_prefix: preflight_``).
 ``tests/unit/plugins/module_utils/test_readiness_options.py`` fails when any of them drifts from this table.
 
 Each entry: ``name`` (the action option; the role variable is ``preflight_<name>``), ``type``, ``default``,
@@ -389,6 +390,8 @@ ENTRY_POINTS = (
     ("check", dict(short_description="Only check a node and record the verdict (preflight_result, fact gpufleet_readiness)",
                    description=[
                        "One M(gpufleet.preflight.readiness) round trip; the result is registered as C(preflight_result).",
+                       "A ready node joins the group C(gpufleet_preflight_ready), the group later plays target: a node "
+                       "that is not ready (or unreachable) is never in it, whatever C(preflight_drop_mode) says.",
                    ])),
     ("report", dict(short_description="Once, on the controller: the fleet's reports and the preflight_max_not_ready gate",
                     description=[
@@ -401,8 +404,8 @@ ENTRY_POINTS = (
                   description=[
                       "Fails this node when its C(preflight_result) is not ready (or it was unreachable), or every node "
                       "when C(preflight_gate) aborts.",
-                      "Puts the ready nodes in the group C(gpufleet_preflight_ready), the group later plays target: a node "
-                      "that is not ready is never in it, whatever C(preflight_drop_mode) says.",
+                      "The ready nodes are in the group C(gpufleet_preflight_ready) already (the C(check) entry point "
+                      "put them there), the group later plays target: a node that is not ready is never in it.",
                   ])),
     ("publish", dict(short_description="Put the verdict where the fleet is run: Slurm drain/resume, node_exporter metrics",
                      description=[
@@ -413,6 +416,10 @@ ENTRY_POINTS = (
 )
 
 BY_NAME = dict((entry["name"], entry) for entry in OPTIONS)
+
+# The readiness action's options that are not policy (documented in plugins/modules/readiness.py, kept out of the
+# result's policy): where the options a task leaves out come from, and the group a ready node joins.
+TASK_SPEC = dict(variable_prefix=dict(type="str"), ready_group=dict(type="str"))
 
 
 def default(name):

@@ -10,7 +10,7 @@ __metaclass__ = type
 import pytest
 
 from ansible_collections.gpufleet.preflight.plugins.action.readiness import (
-    ARGUMENT_SPEC, PREFLIGHT_ROLE, as_role_variables, in_preflight_role, node_failure_message, role_variable_errors)
+    ARGUMENT_SPEC, named_as_given, node_failure_message, option_errors, options_from_variables)
 
 
 @pytest.mark.parametrize("gathered, words", [
@@ -53,31 +53,29 @@ def test_the_action_takes_the_tables_spec():
     ("custom_checks[0]: needs a name and a query", "preflight_custom_checks[0]: needs a name and a query"),
     ("min_available_memory: '64GB' is not a size", "preflight_min_available_memory: '64GB' is not a size"),
     ("the JMESPath query does not parse", "the JMESPath query does not parse"),   # no option first: kept
-    ("nosuch: must be a number", "nosuch: must be a number"),
+    ("wait: must be 0 or more, got -1", "wait: must be 0 or more, got -1"),       # set in the task itself: kept
 ])
-def test_a_refusal_in_the_role_names_the_role_variable(message, named):
-    assert as_role_variables(message) == named
+def test_a_refusal_names_the_variable_the_option_came_from(message, named):
+    taken = ["kernel_events_window", "custom_checks", "min_available_memory"]
+    assert named_as_given(message, "preflight_", taken) == named
 
 
-def test_the_role_variables_are_checked_under_their_own_names():
-    errors = role_variable_errors({"max_build_processes": "abc", "profiles": ["nosuch"], "wait": 5})
-    assert len(errors) == 2, errors
+def test_options_left_out_come_from_the_prefixed_variables_templated():
+    task_vars = {"preflight_min_available_memory": "{{ memory }}", "preflight_wait": 5, "preflight_nvcc_arch": None,
+                 "preflight_report_dir": "/r", "min_free_disk": "1GiB"}
+
+    def template(value):   # what the action's templar does to a "{{ memory }}" variable
+        return "64GiB" if value == "{{ memory }}" else value
+    args, taken = options_from_variables({"wait": 0, "variable_prefix": "preflight_"}, task_vars, "preflight_", template)
+    assert args == {"wait": 0, "variable_prefix": "preflight_", "min_available_memory": "64GiB"}   # the task's wait wins
+    assert taken == ["min_available_memory"]   # null: unset; report_dir: not an option; min_free_disk: no prefix
+
+
+def test_each_refusal_names_what_the_user_set_in_one_line():
+    errors = option_errors({"max_build_processes": "abc", "profiles": ["nosuch"], "wait": "x"}, "preflight_",
+                           ["max_build_processes", "profiles"])
+    assert len(errors) == 3, errors
     assert any("'preflight_max_build_processes'" in error for error in errors), errors
     assert any("preflight_profiles" in error and "nosuch" in error for error in errors), errors
-    assert role_variable_errors({"max_build_processes": 2, "profiles": ["gpu"]}) == []
-
-
-class _Role:
-    def __init__(self, path):
-        self._role_path = path
-
-
-class _Task:
-    def __init__(self, role):
-        self._role = role
-
-
-def test_only_the_preflight_roles_own_task_speaks_in_role_variables(tmp_path):
-    assert in_preflight_role(_Task(_Role(PREFLIGHT_ROLE)))
-    assert not in_preflight_role(_Task(None))                         # a playbook's own readiness task
-    assert not in_preflight_role(_Task(_Role(str(tmp_path / "preflight"))))   # somebody else's role of that name
+    assert any("'wait'" in error for error in errors), errors   # the task's own option keeps its name
+    assert option_errors({"max_build_processes": 2, "profiles": ["gpu"], "ready_group": "ready"}, "", []) == []

@@ -46,7 +46,7 @@ def documented_options():
 def test_the_action_spec_and_its_documentation_agree():
     # the action's ARGUMENT_SPEC is this (tests/unit/plugins/action/test_readiness.py; the action needs ansible-core,
     # which the oldest node Python these tests also run on does not have)
-    ARGUMENT_SPEC = table.argument_spec()
+    ARGUMENT_SPEC = dict(table.argument_spec(), **table.TASK_SPEC)
     documented = documented_options()
     assert sorted(documented) == sorted(ARGUMENT_SPEC), "documented but not accepted, or accepted but not documented"
     for name, spec in ARGUMENT_SPEC.items():
@@ -84,12 +84,15 @@ def test_each_option_reaches_the_role(entry):
             entry["default"] if entry["default"] is not None else None)
 
 
-def test_check_passes_every_policy_option_to_the_action():
+def test_check_takes_every_policy_option_from_its_role_variable():
+    """check.yml names no policy option: readiness reads each from preflight_<option>, a role default for every one."""
     with open(os.path.join(REPO, "roles", "preflight", "tasks", "check.yml")) as handle:
         args = yaml.safe_load(handle)[0]["gpufleet.preflight.readiness"]
-    wanted = [entry["name"] for entry in table.OPTIONS if entry.get("action", True)]
-    assert sorted(args) == sorted(wanted)
-    assert args["fail_when_not_ready"] is False  # drop.yml decides, after the fleet report
+    assert args == {"variable_prefix": "preflight_", "ready_group": "gpufleet_preflight_ready",
+                    "fail_when_not_ready": False}   # drop.yml decides, after the fleet report
+    defaults, _specs = role_files()
+    assert [entry["name"] for entry in table.OPTIONS if entry.get("action", True)
+            and "preflight_" + entry["name"] not in defaults] == []
 
 
 def test_defaults_are_a_complete_policy_and_copies():
