@@ -49,13 +49,16 @@ def named_as_given(message, prefix, taken):
     return prefix + message if name in taken else message
 
 
-def option_errors(args, prefix, taken):
-    """The argument spec's refusals of ``args``, an option taken from a variable named as that variable; [] when every
-    value is valid. One line each, not the whole spec that ansible-core's own validation failure prints."""
-    def as_given(name):
-        return prefix + name if name in taken else name
-    spec = dict((as_given(name), option) for name, option in dict(ARGUMENT_SPEC, **TASK_SPEC).items())
-    return ArgumentSpecValidator(spec).validate(dict((as_given(name), value) for name, value in args.items())).error_messages
+def validated_options(args, prefix, taken):
+    """``args`` checked against the argument spec, with defaults filled in, and its refusals ([] when every value is
+    valid), an option taken from a variable named as that variable. One line each, not the whole spec that
+    ansible-core's own validation failure prints."""
+    spec = dict(ARGUMENT_SPEC, **TASK_SPEC)
+    as_given = dict((prefix + name if name in taken else name, name) for name in spec)
+    checked = ArgumentSpecValidator(dict((given, spec[name]) for given, name in as_given.items())).validate(
+        dict((prefix + name if name in taken else name, value) for name, value in args.items()))
+    options = dict((as_given.get(given, given), value) for given, value in checked.validated_parameters.items())
+    return options, checked.error_messages
 
 
 def non_finite_option(task_args):
@@ -142,12 +145,11 @@ class ActionModule(ActionBase):
         bad = non_finite_option(given)
         if bad:
             raise AnsibleActionFail(named_as_given("%s: must be a finite number, got %s" % bad, prefix, taken))
-        errors = option_errors(given, prefix, taken)
+        args, errors = validated_options(given, prefix, taken)
         if errors:
             raise AnsibleActionFail("%s: %s" % ("the options are not valid" if not taken else
                                                 "the options (from the %s* variables) are not valid" % prefix,
                                                 "; ".join(errors)))
-        args = ArgumentSpecValidator(dict(ARGUMENT_SPEC, **TASK_SPEC)).validate(given).validated_parameters
         ready_group = args.pop("ready_group")
         args.pop("variable_prefix")
         problem = None

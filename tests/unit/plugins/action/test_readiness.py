@@ -10,7 +10,7 @@ __metaclass__ = type
 import pytest
 
 from ansible_collections.gpufleet.preflight.plugins.action.readiness import (
-    ARGUMENT_SPEC, named_as_given, node_failure_message, option_errors, options_from_variables)
+    ARGUMENT_SPEC, named_as_given, node_failure_message, options_from_variables, validated_options)
 
 
 @pytest.mark.parametrize("gathered, words", [
@@ -72,10 +72,18 @@ def test_options_left_out_come_from_the_prefixed_variables_templated():
 
 
 def test_each_refusal_names_what_the_user_set_in_one_line():
-    errors = option_errors({"max_build_processes": "abc", "profiles": ["nosuch"], "wait": "x"}, "preflight_",
-                           ["max_build_processes", "profiles"])
+    _options, errors = validated_options({"max_build_processes": "abc", "profiles": ["nosuch"], "wait": "x"},
+                                         "preflight_", ["max_build_processes", "profiles"])
     assert len(errors) == 3, errors
     assert any("'preflight_max_build_processes'" in error for error in errors), errors
     assert any("preflight_profiles" in error and "nosuch" in error for error in errors), errors
     assert any("'wait'" in error for error in errors), errors   # the task's own option keeps its name
-    assert option_errors({"max_build_processes": 2, "profiles": ["gpu"], "ready_group": "ready"}, "", []) == []
+
+
+def test_valid_options_come_back_under_their_own_names_with_defaults():
+    options, errors = validated_options({"max_build_processes": "2", "ready_group": "ready"}, "preflight_",
+                                        ["max_build_processes"])
+    assert errors == []
+    assert options["max_build_processes"] == 2 and options["ready_group"] == "ready"   # converted, not renamed
+    assert options["nvcc_arch"] == "sm_120a" and options["variable_prefix"] is None   # defaults filled in
+    assert not [name for name in options if name.startswith("preflight_")]
