@@ -38,7 +38,7 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness impo
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _policy_validation
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _readiness_options
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _slurm
-from ansible_collections.gpufleet.preflight.plugins.module_utils._node_check import _probe_cache
+from ansible_collections.gpufleet.preflight.plugins.module_utils import _probe_cache
 from ansible_collections.gpufleet.preflight.plugins.module_utils._run import find_executable, search_path
 
 DEFAULT_CONFIG = "/etc/gpufleet-preflight/health_check.json"

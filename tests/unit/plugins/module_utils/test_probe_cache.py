@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet.preflight contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""module_utils/_node_check/_probe_cache.py: version probes remembered by the binary's identity, on real files."""
+"""module_utils/_probe_cache.py: version probes remembered by the binary's identity, on real files."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils._node_check import _probe_cache
+from ansible_collections.gpufleet.preflight.plugins.module_utils import _probe_cache
 
 
 class Counting(object):
@@ -101,3 +101,55 @@ def test_the_cache_is_written_atomically_and_bounded(tmp_path):
     loaded = _probe_cache.load(cache)
     assert len(loaded) == _probe_cache.MAX_ENTRIES
     assert [name for name in os.listdir(str(tmp_path)) if name.startswith(".probes-")] == []
+
+
+def test_nvidia_smi_is_never_cached_it_reads_the_loaded_driver(tmp_path):
+    """A driver that stopped answering (a mismatch after an upgrade) must fail every run, not answer from a file."""
+    assert _probe_cache.probe_key([tool(tmp_path, "nvidia-smi"), "--version"]) is None
+    assert _probe_cache.probe_key([tool(tmp_path, "nvcc"), "--version"]) is not None
+
+
+@pytest.mark.parametrize("environ, home, path", [
+    ({"XDG_CACHE_HOME": "/x/cache"}, "/home/u", "/x/cache/gpufleet-preflight/node-facts-probes.json"),
+    ({"XDG_CACHE_HOME": ""}, "/home/u", "/home/u/.cache/gpufleet-preflight/node-facts-probes.json"),
+    ({}, "/root", "/root/.cache/gpufleet-preflight/node-facts-probes.json"),
+])
+def test_node_facts_keeps_its_probes_in_the_users_cache_directory(environ, home, path):
+    assert _probe_cache.user_cache_path(environ=environ, home=home) == path
+
+
+def test_save_makes_a_private_directory_only_when_asked(tmp_path):
+    binary, cache = tool(tmp_path), str(tmp_path / "cache" / "gpufleet-preflight" / "probes.json")
+    run = _probe_cache.CachedRun(Counting(), cache)
+    run([binary, "--version"], 5)
+    run.save()
+    assert not os.path.exists(os.path.dirname(cache))            # the health check's rule: no directory, no cache
+    run.save(make_dir=True)
+    assert _probe_cache.load(cache) and os.stat(os.path.dirname(cache)).st_mode & 0o777 == 0o700
+
+
+def test_the_toolchain_is_probed_once_then_answered_from_the_cache(tmp_path):
+    """Real cmake, gcc, ninja and nvcc through the toolchain collector twice: the second time no version probe runs,
+    and the facts are the same."""
+    from ansible_collections.gpufleet.preflight.plugins.module_utils._facts._toolchain import collect_toolchain
+    from ansible_collections.gpufleet.preflight.plugins.module_utils._run import run_with_timeout, search_path
+
+    class Recording(object):
+        def __init__(self):
+            self.calls = []
+
+        def __call__(self, argv, timeout, env=None, cwd=None, data=None):
+            self.calls.append(os.path.basename(argv[0]) + " " + " ".join(argv[1:]))
+            return run_with_timeout(argv, timeout, env=env, cwd=cwd, data=data)
+
+    cache, dirs = str(tmp_path / "probes.json"), search_path(("/usr/local/cuda/bin", "/usr/local/bin", "/usr/bin"))
+    first_calls, second_calls = Recording(), Recording()
+    first = _probe_cache.CachedRun(first_calls, cache)
+    cold = collect_toolchain(first, search_paths=dirs)
+    first.save()
+    warm = collect_toolchain(_probe_cache.CachedRun(second_calls, cache), search_paths=dirs)
+    assert "cmake --version" in first_calls.calls and "nvcc --list-gpu-arch" in first_calls.calls, first_calls.calls
+    assert cold["cmake"]["version"] and cold["nvcc"]["gpu_codes"], cold
+    assert [call for call in second_calls.calls if call.split()[1:] and call.split()[1] in _probe_cache.VERSION_FLAGS] == []
+    for name in ("cmake", "ninja", "nvcc", "gcc", "gxx", "ccache", "git"):
+        assert warm[name] == cold[name], name

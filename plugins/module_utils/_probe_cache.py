@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet.preflight contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Version probes remembered between runs of the node-local health check (issue 30 item 3).
+"""Version probes remembered between runs of node_facts and of the node-local health check (issue 30 item 3).
 
 ``cmake --version``, ``nvcc --list-gpu-arch``, ``gcc --version``... answer the same until the binary changes, and
 they were most of a build-profile run's CPU (nvcc alone forks a shell and cicc's helpers). A probe is remembered by
@@ -9,8 +9,9 @@ the binary's identity - its resolved path, device, inode, size and modification 
 a different toolkit on ``PATH`` is a new key. Only argument lists of version flags qualify (never nvidia-smi, never a
 Python probe whose answer depends on what is installed beside the interpreter) and only answers with exit status 0.
 
-The cache is a small JSON file in the health check's state directory, read without following symlinks and never
-from a FIFO; anything wrong with it is an empty cache, never an error of the run.
+The cache is a small JSON file - the health check's in its state directory, node_facts' in the user's cache
+directory (``user_cache_path``) - read without following symlinks and never from a FIFO; anything wrong with it is
+an empty cache, never an error of the run.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -24,6 +25,8 @@ import threading
 
 VERSION_FLAGS = frozenset(("--version", "-version", "-V", "--list-gpu-arch", "--list-gpu-code", "-dumpversion",
                            "-dumpfullversion"))
+# nvidia-smi --version reads the loaded driver, not the binary: a driver that no longer answers must fail every run.
+NEVER_CACHED = frozenset(("nvidia-smi",))
 MAX_BYTES = 256 * 1024
 MAX_ENTRIES = 64
 _FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -33,6 +36,8 @@ def probe_key(argv, stat_path=os.stat):
     """The cache key of a version probe, or None when ``argv`` is not one (or its binary cannot be read)."""
     if len(argv) < 2 or not os.path.isabs(argv[0]) or not all(arg in VERSION_FLAGS for arg in argv[1:]):
         return None
+    if os.path.basename(argv[0]) in NEVER_CACHED:
+        return None
     try:
         real = os.path.realpath(argv[0])
         info = stat_path(real)
@@ -40,6 +45,13 @@ def probe_key(argv, stat_path=os.stat):
         return None
     return "%s %s|%d:%d:%d:%d" % (real, " ".join(argv[1:]), info.st_dev, info.st_ino, info.st_size,
                                   getattr(info, "st_mtime_ns", int(info.st_mtime * 1e9)))
+
+
+def user_cache_path(name="node-facts-probes.json", environ=None, home=None):
+    """Where node_facts keeps its probes: ``$XDG_CACHE_HOME/gpufleet-preflight/<name>``, else ``~/.cache/...``."""
+    environ = os.environ if environ is None else environ
+    base = environ.get("XDG_CACHE_HOME") or os.path.join(home or os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "gpufleet-preflight", name)
 
 
 def load(path):
@@ -68,9 +80,15 @@ def load(path):
                 and all(isinstance(text, str) for text in value[1:]))
 
 
-def save(path, table):
-    """Write the cache beside itself and rename it into place (a reader sees the old file or the new one)."""
+def save(path, table, make_dir=False):
+    """Write the cache beside itself and rename it into place (a reader sees the old file or the new one).
+    ``make_dir``: create its directory (mode 0700) when missing; otherwise a missing directory means no cache."""
     directory = os.path.dirname(path)
+    if make_dir and not os.path.isdir(directory):
+        try:
+            os.makedirs(directory, 0o700)
+        except OSError:
+            return
     if not os.path.isdir(directory):
         return
     kept = dict(sorted(table.items())[-MAX_ENTRIES:])
@@ -112,6 +130,6 @@ class CachedRun(object):
                 self._changed = True
         return answer
 
-    def save(self):
+    def save(self, make_dir=False):
         if self._changed:
-            save(self.path, self.table)
+            save(self.path, self.table, make_dir)
