@@ -192,6 +192,10 @@ def main():
     repeat = benchlib.env_int("GPUFLEET_BENCH_REPEAT", 5, 1)
     if shutil.which("ssh") is None:
         raise BenchFailure("ssh is not installed")
+    # As on a default Python: the controller's plugins load from __pycache__ after the warm-up round. A sandbox that
+    # sets PYTHONDONTWRITEBYTECODE made every worker compile the collection's controller code again (about 0.14
+    # CPU-s an 8-node run), a cost no installed controller pays. The nodes never write bytecode (AnsiballZ zips).
+    bytecode_was_off = os.environ.pop("PYTHONDONTWRITEBYTECODE", None) is not None
     info = benchlib.machine()
     info["load_average"] = benchlib.wait_for_low_load()
     report_dir = tempfile.mkdtemp(prefix="gpufleet-bench-reports-")
@@ -252,7 +256,9 @@ def main():
     notes = ["medians over %d rounds; every round ran every command once, in the order of the table" % repeat,
              "CPU s: the controller's and the nodes' CPU seconds together (a cpuacct group around the bench and its "
              "fleet); on 2 cores the nodes share the controller's CPUs, and CPU seconds move less with load than wall",
-             "ansible runs reuse the inventory's ssh ControlMaster (ControlPersist), as consecutive runs do in practice"]
+             "ansible runs reuse the inventory's ssh ControlMaster (ControlPersist), as consecutive runs do in practice",
+             "the controller's bytecode cache on, as on a default Python%s" % (
+                 " (PYTHONDONTWRITEBYTECODE was set here and is unset for the timed commands)" if bytecode_was_off else "")]
     data_breakdown = {key: [dict(run) for run in runs] for key, runs in breakdown.items()}
     data = {"nodes": nodes, "repeat": repeat, "samples": samples, "medians": medians, "cpu": cpu, "breakdown": data_breakdown}
     return benchlib.report("fleet_preflight", "Fleet preflight vs ping, setup and the seed's one-liner (%d nodes)" % nodes,
