@@ -23,7 +23,7 @@ READY = {"node1", "node4"}   # node2: an orphaned ninja; node3: its host var ask
 PLAYS = ("provisioned", "configured")
 
 
-def inventory(fleet, path, hosts=NODES):
+def inventory(fleet, path, hosts=NODES, host_vars=None):
     """The fleet's inventory for ``hosts``: the policy as group vars, node3's 1000GiB as a host var."""
     data = fleet.inventory()
     data["all"]["hosts"] = dict((name, data["all"]["hosts"][name]) for name in hosts)
@@ -31,17 +31,19 @@ def inventory(fleet, path, hosts=NODES):
                                preflight_max_memory_pressure=100)
     if "node3" in hosts:
         data["all"]["hosts"]["node3"]["preflight_min_available_memory"] = "1000GiB"
+    for name, variables in (host_vars or {}).items():
+        data["all"]["hosts"][name].update(variables)
     with open(str(path), "w") as handle:
         yaml.safe_dump(data, handle)
     return str(path)
 
 
-def run(fleet, tmp_path, hosts=NODES, **extra):
+def run(fleet, tmp_path, hosts=NODES, host_vars=None, **extra):
     markers = tmp_path / "markers"
     markers.mkdir()
     if "node2" in hosts:
         fleet["node2"].spawn_orphan("ninja")
-    result = run_playbook(PLAYBOOK, inventory(fleet, tmp_path / "inventory.yml", hosts),
+    result = run_playbook(PLAYBOOK, inventory(fleet, tmp_path / "inventory.yml", hosts, host_vars),
                           extra_vars=dict(extra, gated_marker_dir=str(markers), preflight_report_dir=str(tmp_path / "r")))
     (tmp_path / "stdout.txt").write_text(result.stdout)
     ran = dict((play, set(p.name[len("gpufleet-%s-" % play):] for p in markers.iterdir()
@@ -102,3 +104,32 @@ def test_a_run_that_only_records_verdicts_is_not_stopped_by_zero_ready(fleet, tm
     result, ran = run(fleet, tmp_path, hosts=("node3",), preflight_fail_when_not_ready=False)
     assert result.rc == 0, result.stdout[-4000:]
     assert ran == {"provisioned": set(), "configured": set()}, result.stdout[-4000:]
+
+
+CLEAN_END = "TASK [End the preflight play when every node is ready and nothing is left to publish or drop]"
+
+
+def test_a_clean_run_ends_the_preflight_play_after_the_report_and_provisions_every_node(fleet, tmp_path):
+    """Every node ready, nothing to publish: the play ends in the controller after the report (no publish include and
+    no drop task, a worker per host each), and the ready group still carries every node into the later plays."""
+    result, ran = run(fleet, tmp_path, hosts=("node1", "node4"), preflight_drop_mode="end_host")
+    out = result.stdout
+    assert result.rc == 0, out[-4000:]
+    assert ran == {"provisioned": {"node1", "node4"}, "configured": {"node1", "node4"}}, out[-4000:]
+    assert CLEAN_END in out, out[-4000:]
+    assert "Drop a node that is not ready" not in out and "Drain or resume it in Slurm" not in out, out[-4000:]
+
+
+def test_a_node_with_something_to_publish_is_not_ended_early(fleet, tmp_path):
+    """Only node4's own host vars ask for metrics: the controller-side decision reads every host's variables, so
+    node4's verdict is still written, and only node4's; a clean run otherwise."""
+    metrics = tmp_path / "metrics-node4"
+    metrics.mkdir()
+    result, ran = run(fleet, tmp_path, hosts=("node1", "node4"), preflight_drop_mode="end_host",
+                      host_vars={"node4": {"preflight_metrics_dir": str(metrics)}})
+    out = result.stdout
+    assert result.rc == 0, out[-4000:]
+    assert ran == {"provisioned": {"node1", "node4"}, "configured": {"node1", "node4"}}, out[-4000:]
+    assert "Drain or resume it in Slurm" in out, out[-4000:]
+    assert "gpufleet_preflight_ready" in (metrics / "gpufleet_preflight_playbook.prom").read_text(), out[-4000:]
+    assert sorted(os.listdir(str(metrics))) == ["gpufleet_preflight_playbook.prom"], out[-4000:]
