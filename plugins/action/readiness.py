@@ -19,11 +19,18 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness impo
 from ansible_collections.gpufleet.preflight.plugins.module_utils._values import first_non_finite
 from ansible_collections.gpufleet.preflight.plugins.plugin_utils._report import node_failures
 
+try:
+    from ansible.errors import AnsibleValueOmittedError
+    OMITTED = (AnsibleValueOmittedError,)
+except ImportError:   # ansible-core < 2.19: "{{ omit }}" templates to the task vars' omit placeholder instead
+    OMITTED = ()
+
 NODE_FACTS = "gpufleet.preflight.node_facts"
 
-TASK_SPEC = _readiness_options.TASK_SPEC
-# Declared once, in module_utils/_readiness/_readiness_options.py (the docs and the role follow from the same table).
+# Declared once, in module_utils/_readiness/_readiness_options.py (the docs and the role follow from the same table),
+# with the task's own options that are not policy (variable_prefix, ready_group).
 ARGUMENT_SPEC = _readiness_options.argument_spec()
+TASK_SPEC = _readiness_options.TASK_SPEC
 
 
 def options_from_variables(task_args, task_vars, prefix, template):
@@ -36,8 +43,11 @@ def options_from_variables(task_args, task_vars, prefix, template):
     for name in ARGUMENT_SPEC:
         if name in args or prefix + name not in task_vars:
             continue
-        value = template(task_vars[prefix + name])
-        if value is not None:
+        try:
+            value = template(task_vars[prefix + name])
+        except OMITTED:   # "{{ omit }}": unset, as for a task argument
+            continue
+        if value is not None and value != task_vars.get("omit"):
             args[name] = value
             taken.append(name)
     return args, taken

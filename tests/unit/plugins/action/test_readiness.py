@@ -71,6 +71,22 @@ def test_options_left_out_come_from_the_prefixed_variables_templated():
     assert taken == ["min_available_memory"]   # null: unset; report_dir: not an option; min_free_disk: no prefix
 
 
+def test_a_variable_set_to_omit_leaves_the_option_unset():
+    from ansible.errors import AnsibleValueOmittedError
+
+    def template(value):
+        if value == "{{ omit }}":
+            raise AnsibleValueOmittedError()
+        return value
+    args, taken = options_from_variables({}, {"preflight_min_driver_version": "{{ omit }}", "preflight_wait": 3},
+                                         "preflight_", template)
+    assert args == {"wait": 3} and taken == ["wait"]
+    # ansible-core before 2.19 templates it to the placeholder in the task vars' omit
+    args, taken = options_from_variables({}, {"preflight_min_driver_version": "__omit_place_holder__x", "preflight_wait": 3,
+                                              "omit": "__omit_place_holder__x"}, "preflight_", lambda value: value)
+    assert args == {"wait": 3} and taken == ["wait"]
+
+
 def test_each_refusal_names_what_the_user_set_in_one_line():
     _options, errors = validated_options({"max_build_processes": "abc", "profiles": ["nosuch"], "wait": "x"},
                                          "preflight_", ["max_build_processes", "profiles"])
