@@ -93,7 +93,10 @@ def save(path, table, make_dir=False):
         return
     kept = dict(sorted(table.items())[-MAX_ENTRIES:])
     import tempfile  # pylint: disable=import-outside-toplevel  # only when a probe was new: not on every run
-    fd, temp = tempfile.mkstemp(prefix=".probes-", dir=directory)
+    try:
+        fd, temp = tempfile.mkstemp(prefix=".probes-", dir=directory)
+    except OSError:   # a read-only or full file system, a directory not ours: no cache this time, never an error
+        return
     try:
         with os.fdopen(fd, "w") as handle:
             json.dump(kept, handle)
