@@ -29,6 +29,9 @@ VERSION_FLAGS = frozenset(("--version", "-version", "-V", "--list-gpu-arch", "--
 NEVER_CACHED = frozenset(("nvidia-smi",))
 MAX_BYTES = 256 * 1024
 MAX_ENTRIES = 64
+# A temporary file older than this was left by a run killed between writing and renaming (slurmd's kill at 60 s):
+# removed by the next run that writes; a younger one may be another run's, writing now.
+STALE_TEMP_SECONDS = 3600
 _FLAGS = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
@@ -104,6 +107,26 @@ def save(path, table, make_dir=False):
     except (OSError, ValueError):
         try:
             os.unlink(temp)
+        except OSError:
+            pass
+        return
+    remove_stale_temps(directory)
+
+
+def remove_stale_temps(directory, now=None):
+    """Remove the ``.probes-*`` files of runs killed before their rename, once they are an hour old."""
+    import time  # pylint: disable=import-outside-toplevel  # only after a write
+    now = time.time() if now is None else now
+    try:
+        names = [name for name in os.listdir(directory) if name.startswith(".probes-")]
+    except OSError:
+        return
+    for name in names:
+        candidate = os.path.join(directory, name)
+        try:
+            info = os.lstat(candidate)
+            if stat.S_ISREG(info.st_mode) and now - info.st_mtime > STALE_TEMP_SECONDS:
+                os.unlink(candidate)
         except OSError:
             pass
 

@@ -153,3 +153,19 @@ def test_the_toolchain_is_probed_once_then_answered_from_the_cache(tmp_path):
     assert [call for call in second_calls.calls if call.split()[1:] and call.split()[1] in _probe_cache.VERSION_FLAGS] == []
     for name in ("cmake", "ninja", "nvcc", "gcc", "gxx", "ccache", "git"):
         assert warm[name] == cold[name], name
+
+
+def test_a_killed_runs_temp_file_is_removed_once_it_is_an_hour_old(tmp_path):
+    """Killed between writing and renaming (slurmd kills a health check at 60 s), a run leaves ``.probes-*``
+    behind: the next run that writes removes it once stale, and leaves a fresh one (another run's, writing now)."""
+    stale, fresh = tmp_path / ".probes-stale", tmp_path / ".probes-fresh"
+    stale.write_text("{")
+    fresh.write_text("{")
+    old = os.stat(str(stale)).st_mtime - _probe_cache.STALE_TEMP_SECONDS - 60
+    os.utime(str(stale), (old, old))
+    binary, cache = tool(tmp_path), str(tmp_path / "probes.json")
+    run = _probe_cache.CachedRun(Counting(), cache)
+    run([binary, "--version"], 5)
+    run.save()
+    assert sorted(name for name in os.listdir(str(tmp_path)) if name.startswith(".probes-")) == [".probes-fresh"]
+    assert _probe_cache.load(cache)
