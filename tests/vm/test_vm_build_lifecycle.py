@@ -69,7 +69,7 @@ def start_long_builds(vms, seconds_by_name):
         chdir = "%s/%s" % (WORK, name)
         for node in vms.nodes.values():
             node.put_tree(HUNGRY, chdir)
-        args = {"cmd": HUNGRY_CMD.format(mib=8, seconds=seconds, steps=6), "chdir": chdir, "name": name,
+        args = {"cmd": HUNGRY_CMD.format(mib=8, seconds=seconds, steps=6, ramp=0), "chdir": chdir, "name": name,
                 "jobs": 2, "memory_limit": "300MiB", "memory_per_thread": "16MiB"}
         started[name] = (Background(vms, "all", "gpufleet.preflight.guarded_build", args), args)
         running[name] = {}
@@ -147,7 +147,7 @@ def test_module_killed_mid_build_takes_the_scoped_build_with_it(vms, long_builds
 
     # the rerun (a short build in the same build directory) is not refused by a lock, and ends the stale status
     rerun = vms.adhoc("all", "gpufleet.preflight.guarded_build",
-                      dict(args, cmd=HUNGRY_CMD.format(mib=8, seconds=0, steps=2)))
+                      dict(args, cmd=HUNGRY_CMD.format(mib=8, seconds=0, steps=2, ramp=0)))
     for name in sorted(vms.nodes):
         result = rerun[name]
         assert result["_status"] == "CHANGED", result.get("msg") or result

@@ -14,7 +14,7 @@ from conftest import TIMINGS
 
 MIB = 1 << 20
 HUNGRY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "projects", "hungry")
-HUNGRY_CMD = ("cmake -S . -B build -G Ninja -DHOG_MIB={mib} -DHOG_SECONDS={seconds} -DHOG_STEPS={steps} "
+HUNGRY_CMD = ("cmake -S . -B build -G Ninja -DHOG_MIB={mib} -DHOG_SECONDS={seconds} -DHOG_STEPS={steps} -DHOG_RAMP={ramp} "
               "&& cmake --build build")
 STEPS = 12
 # in a directory root owns: guarded_build refuses a build directory others can write to (/tmp)
@@ -58,7 +58,7 @@ def test_default_confinement_backs_off_inside_a_systemd_scope(vms):
             "boot_id": node.out("cat /proc/sys/kernel/random/boot_id").strip(),
             "marker": node.kmsg_mark("guarded-build-systemd"),
         }
-    args = {"cmd": HUNGRY_CMD.format(mib=150, seconds=2, steps=STEPS), "chdir": WORK + "/hungry", "name": "vmoom",
+    args = {"cmd": HUNGRY_CMD.format(mib=150, seconds=2, steps=STEPS, ramp=0), "chdir": WORK + "/hungry", "name": "vmoom",
             "jobs": 8, "memory_limit": "400MiB", "memory_per_thread": "150MiB"}
     results = vms.adhoc("all", "gpufleet.preflight.guarded_build", args, timeout=1500)
     problems = []
@@ -122,7 +122,7 @@ def test_node_without_git_stamps_by_tree_hash(vms):
     assert node.run("command -v git").returncode != 0, "deb13 should have no git"
     assert node.out("echo $PATH")  # PATH is the stock one; git is simply not installed
     node.put_tree(HUNGRY, WORK + "/nogit")
-    args = {"cmd": HUNGRY_CMD.format(mib=8, seconds=0, steps=3), "chdir": WORK + "/nogit", "name": "nogit",
+    args = {"cmd": HUNGRY_CMD.format(mib=8, seconds=0, steps=3, ramp=0), "chdir": WORK + "/nogit", "name": "nogit",
             "jobs": 2, "memory_limit": "200MiB", "memory_per_thread": "16MiB"}
     first = vms.adhoc("deb13", "gpufleet.preflight.guarded_build", args)["deb13"]
     assert first["_status"] == "CHANGED", first.get("msg") or first
@@ -184,7 +184,10 @@ def test_auto_in_a_cgroup_namespace_root_moves_nothing_and_uses_the_watchdog(vms
         node.put_tree(HUNGRY, WORK + "/cgns")
         markers[name] = node.kmsg_mark("guarded-build-cgns")
     try:
-        args = {"cmd": HUNGRY_CMD.format(mib=150, seconds=2, steps=STEPS), "chdir": WORK + "/cgns", "name": "cgns",
+        # Each step's memory grows over 2 s, as a compiler's does (tests/build/test_guarded_build_watchdog.py too): the
+        # watchdog acts on what it can see coming. Four steps taking 150 MiB at once pass the cap between two of any
+        # watchdog's samples; under TCG with the other lane compiling, that raced the kernel (1 trial in 2 on 2026-12-04).
+        args = {"cmd": HUNGRY_CMD.format(mib=150, seconds=2, steps=STEPS, ramp=2), "chdir": WORK + "/cgns", "name": "cgns",
                 "jobs": 8, "memory_limit": "400MiB", "memory_per_thread": "150MiB", "reserve": "100MiB"}
         results = vms.adhoc("all", "gpufleet.preflight.guarded_build", args, timeout=1500,
                             extra_vars={"ansible_python_interpreter": "/usr/local/sbin/python3-in-cgns"})
