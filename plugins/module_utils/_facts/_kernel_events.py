@@ -35,12 +35,19 @@ _DMESG_ISO_RE = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)[,.](\d+)([+-]\d\d
 _DMESG_RAW_RE = re.compile(r"^\[\s*(\d+\.\d+)\]\s?(.*)$")
 _JOURNAL_RE = re.compile(r"^(\d+(?:\.\d+)?)\s+\S+\s+kernel:\s?(.*)$")
 
+# Every line read is anchored at the start of the kernel's message (after a CONFIG_PRINTK_CALLER ``[T123]`` tag at
+# most): the same words inside another kernel line (an AppArmor denial quoting a file name ``NVRM: Xid (PCI:..): 79,``
+# or ``Killed process 1 (x)``) are not the event.
+_START = r"(?:\[\s*[TC]\d+\]\s*)?"
 _OOM_PREFIX = r"(Memory cgroup out of memory|Out of memory(?: \(oom_kill_allocating_task\))?)"
-_KILLED_RE = re.compile(r"(?:" + _OOM_PREFIX + r": )?Killed process (\d+) \((.*?)\)(?: total-vm|,|\s|$)")
-_KILL_OLD_RE = re.compile(_OOM_PREFIX + r": Kill process (\d+) \((.*?)\) score (-?\d+) or sacrifice child")
-_OOM_INFO_RE = re.compile(r"oom-kill:(\S+)")
-_TASK_IN_RE = re.compile(r"Task in (\S+) killed as a result of limit of (\S+)")
-_XID_RE = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f:.]+)\): (\d+),\s*(.*)$")
+_KILLED_RE = re.compile(_START + r"(?:" + _OOM_PREFIX + r": )?Killed process (\d+) \((.*?)\)(?: total-vm|,|\s|$)")
+_KILL_OLD_RE = re.compile(_START + _OOM_PREFIX + r": Kill process (\d+) \((.*?)\) score (-?\d+) or sacrifice child")
+_OOM_INFO_RE = re.compile(_START + r"oom-kill:(\S+)")
+_TASK_IN_RE = re.compile(_START + r"Task in (\S+) killed as a result of limit of (\S+)")
+_XID_RE = re.compile(_START + r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f:.]+)\): (\d+),\s*(.*)$")
+# syslog facility 0 (LOG_KERN) is the kernel's own: a process writing to /dev/kmsg cannot take it (devkmsg_write
+# turns facility 0 into LOG_USER), so only those records are read as the kernel's.
+KERNEL_FACILITY = 0
 
 
 def unescape_kmsg(text):
@@ -52,13 +59,14 @@ def parse_kmsg(text, boot_epoch):
     """``/dev/kmsg`` records (``prio,seq,usec,flags;message`` then `` KEY=value`` continuation lines) -> entries.
 
     ``usec`` counts from boot; ``boot_epoch`` (now - uptime) turns it into epoch seconds (None keeps it None).
+    Records of another facility than the kernel's (``prio`` >> 3: what a process wrote) are left out.
     """
     entries = []
     for line in (text or "").splitlines():
         if not line or line.startswith(" "):
             continue
         match = _KMSG_RE.match(line)
-        if not match:
+        if not match or int(match.group(1)) >> 3 != KERNEL_FACILITY:
             continue
         usec = int(match.group(3))
         when = None if boot_epoch is None else boot_epoch + usec / 1e6
@@ -89,7 +97,11 @@ def parse_dmesg(text, boot_epoch=None):
     for line in (text or "").splitlines():
         match = _DMESG_ISO_RE.match(line)
         if match:
-            entries.append((_iso_to_epoch(match.group(1), match.group(2), match.group(3)), match.group(4)))
+            try:
+                when = _iso_to_epoch(match.group(1), match.group(2), match.group(3))
+            except ValueError:  # month 13, day 32: not a time dmesg prints; the line is kept, its time unknown
+                when = None
+            entries.append((when, match.group(4)))
             continue
         match = _DMESG_RAW_RE.match(line)
         if match:
@@ -110,7 +122,7 @@ def parse_journal(text):
 
 def parse_oom_info(message):
     """``oom-kill:constraint=CONSTRAINT_MEMCG,...,task_memcg=/x/y,task=python3,pid=4425,uid=0`` -> dict or None."""
-    match = _OOM_INFO_RE.search(message)
+    match = _OOM_INFO_RE.match(message)
     if not match:
         return None
     info = {}
@@ -149,7 +161,7 @@ def oom_lines_in_cgroup(messages, cgroup_path):
                                  or _in_or_under(info.get("task_memcg"), cgroup_path)):
             found.append(message)
             keep_next = True
-        elif keep_next and _KILLED_RE.search(message):
+        elif keep_next and _KILLED_RE.match(message):
             found.append(message)
             keep_next = False
         elif not cgroup_path and "memory cgroup out of memory" in message.lower():
@@ -183,15 +195,15 @@ def find_events(entries, now):
         if info is not None:
             pending_info[info.get("pid")] = info
             continue
-        match = _TASK_IN_RE.search(message)
+        match = _TASK_IN_RE.match(message)
         if match:
             last_task_in = match.group(1)
             continue
-        match = _KILL_OLD_RE.search(message)
+        match = _KILL_OLD_RE.match(message)
         if match:
             pending_scope[match.group(2)] = match.group(1)
             continue
-        match = _KILLED_RE.search(message)
+        match = _KILLED_RE.match(message)
         if match:
             scope, pid, name = match.group(1), match.group(2), match.group(3)
             scope = scope or pending_scope.pop(pid, None)
@@ -223,7 +235,7 @@ def find_events(entries, now):
             })
             last_task_in = None
             continue
-        match = _XID_RE.search(message)
+        match = _XID_RE.match(message)
         if match:
             code = int(match.group(2))
             xids.append({
@@ -297,12 +309,19 @@ def read_kmsg(root="/"):
     return text, None
 
 
+# Read as /dev/kmsg is: the kernel facility only (``dmesg --kernel``; ``journalctl -k`` also lists what processes
+# wrote to /dev/kmsg, under their own facility, so the match on SYSLOG_FACILITY=0).
+DMESG_ARGV = ("dmesg", "--kernel", "--time-format", "iso")
+DMESG_OLD_ARGV = ("dmesg", "--kernel")
+JOURNAL_ARGV = ("journalctl", "-k", "-o", "short-unix", "--no-pager", "SYSLOG_FACILITY=%d" % KERNEL_FACILITY)
+
+
 def _read_dmesg(run, timeout, boot_epoch):
-    rc, out, err = run(["dmesg", "--time-format", "iso"], timeout)
+    rc, out, err = run(list(DMESG_ARGV), timeout)
     if rc == 0:
         return parse_dmesg(out), None
     # util-linux before 2.26 has no --time-format: take the seconds-since-boot form.
-    rc2, out2, err2 = run(["dmesg"], timeout)
+    rc2, out2, err2 = run(list(DMESG_OLD_ARGV), timeout)
     if rc2 == 0:
         return parse_dmesg(out2, boot_epoch), None
     why = err2 or err or out2 or "exit %s" % rc2
@@ -310,7 +329,7 @@ def _read_dmesg(run, timeout, boot_epoch):
 
 
 def _read_journal(run, timeout):
-    rc, out, err = run(["journalctl", "-k", "-o", "short-unix", "--no-pager"], timeout)
+    rc, out, err = run(list(JOURNAL_ARGV), timeout)
     if rc != 0:
         why = err or out or "exit %s" % rc
         return None, "journalctl: %s" % ("timed out" if rc is None else " ".join(why.split())[:200])

@@ -166,3 +166,56 @@ def test_bare_kill_is_attributed_only_within_the_ratelimit_interval(header_age, 
 ])
 def test_in_or_under(memcg, cgroup_path, inside):
     assert ke._in_or_under(memcg, cgroup_path) is inside
+
+
+# -- whose line it is: the kernel's own records, the event at the start of its message (issue 36 finding 5) ---------
+XID_79 = "NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python3, GPU has fallen off the bus."
+APPARMOR = ('audit: type=1400 audit(1764410400.1:42): apparmor="DENIED" operation="open" profile="x" '
+            'name="/tmp/NVRM: Xid (PCI:0000:3b:00): 79, Killed process 1 (init) total-vm" pid=77 comm="cat"')
+
+
+def test_kmsg_record_a_process_wrote_is_not_the_kernels():
+    """``echo '<12>NVRM: Xid ...' > /dev/kmsg`` is stored with the user facility (prio 12 = user.warning); the
+    driver's own line has facility 0 (prio 0-7). Only the latter is an Xid."""
+    text_ = "12,500,1000000,-;%s\n14,501,1000001,-;Killed process 1 (init) total-vm:1kB\n4,502,2000000,-;%s\n" % (
+        XID_79, XID_79)
+    entries = ke.parse_kmsg(text_, boot_epoch=0.0)
+    assert entries == [(2.0, XID_79)]
+    kills, xids = ke.find_events(entries, now=10.0)
+    assert kills == [] and [x["code"] for x in xids] == [79]
+
+
+@pytest.mark.parametrize("message", [
+    APPARMOR,
+    "usb 1-1: product: NVRM: Xid (PCI:0000:3b:00): 79, x",
+    "  " + "x" + XID_79,
+])
+def test_xid_words_inside_another_kernel_line_are_no_xid(message):
+    kills, xids = ke.find_events([(1.0, message)], now=2.0)
+    assert xids == [] and kills == []
+
+
+def test_xid_after_a_printk_caller_tag_is_read():
+    _kills, xids = ke.find_events([(1.0, "[T1234] " + XID_79)], now=2.0)
+    assert [x["code"] for x in xids] == [79]
+
+
+def test_dmesg_and_journal_are_asked_for_the_kernel_facility_only():
+    """``dmesg`` lists what processes wrote to /dev/kmsg too, and so does ``journalctl -k`` (_TRANSPORT=kernel is
+    every /dev/kmsg record): both are asked for facility 0, as /dev/kmsg is read."""
+    asked = []
+
+    def run(argv, timeout):
+        asked.append(list(argv))
+        return 0, "", ""
+    ke.collect_kernel_events(60, run, sources=("dmesg",))
+    ke.collect_kernel_events(60, run, sources=("journal",))
+    assert "--kernel" in asked[0]
+    assert asked[1][:2] == ["journalctl", "-k"] and "SYSLOG_FACILITY=0" in asked[1]
+
+
+def test_dmesg_stamp_that_is_no_date_keeps_the_line_with_no_time():
+    entries = ke.parse_dmesg("2026-13-01T10:00:00,000000+00:00 %s\n2026-02-30T10:00:00,0+00:00 x\n" % XID_79)
+    assert [when for when, _message in entries] == [None, None]
+    _kills, xids = ke.find_events(entries, now=10.0)
+    assert xids[0]["code"] == 79 and xids[0]["age_seconds"] is None
