@@ -13,6 +13,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
+from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _checks
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _policy
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _policy_validation
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _readiness_options
@@ -91,6 +92,12 @@ def node_failure_message(gathered):
     if gathered.get("rc") not in (None, 0):
         parts.append("rc=%s" % gathered["rc"])
     return "%s on the node failed: %s" % (NODE_FACTS, "; ".join(parts) or "it returned no message")
+
+
+def unknown_check(why):
+    """The one check of a node whose node_facts could not run: its verdict is unknown, and says why."""
+    return _checks.unknown("readiness", "node_facts runs on the node",
+                           "the check could not run on this node (%s)" % why)
 
 
 # Longest text one group of failed checks keeps on the console; the checks in the result keep every word.
@@ -185,7 +192,14 @@ class ActionModule(ActionBase):
                 return gathered
             if gathered.get("failed"):
                 gathered["msg"] = node_failure_message(gathered)
-                return gathered
+                if args["fail_when_not_ready"]:
+                    return gathered
+                # The role decides after the fleet report: a node whose check could not run (a wrong
+                # ansible_python_interpreter) is a verdict of its own, unknown, not a failed task that ends the play
+                # before any report is written (issue 39).
+                checks = [unknown_check(gathered["msg"])]
+                ready, message = _policy.verdict(checks)
+                break
             facts = dict((key[len("gpufleet_"):], value) for key, value in (gathered.get("ansible_facts") or {}).items())
             checks = _policy.evaluate(facts, policy)
             ready, message = _policy.verdict(checks)
@@ -198,7 +212,7 @@ class ActionModule(ActionBase):
         waiting = ""
         if policy["wait"] and ready:
             waiting = " (ready after waiting %d s, %d check%s of the node)" % (int(waited), attempts, "" if attempts == 1 else "s")
-        elif policy["wait"]:
+        elif policy["wait"] and not gathered.get("failed"):
             waiting = " (still not ready after waiting %g s: %d checks of the node over %.1f s)" % (policy["wait"], attempts, waited)
         # message: every failed check in full (reports, set_stats); msg: the console's short form of it.
         short = (console_message(checks) or message) + waiting

@@ -30,6 +30,10 @@ description:
     (as the C(gpufleet.preflight.preflight) role runs it), the result is complete.
   - Checks of a profile that is not selected are reported with status C(skipped) and why; a check whose facts
     could not be gathered fails with status C(unknown) and why; it never passes silently.
+  - When C(node_facts) cannot run on the node at all (a wrong C(ansible_python_interpreter), a module crash), the
+    host fails with the node's own message; with O(fail_when_not_ready=false) it is instead a verdict of its own,
+    RV(ready=false) with the one check C(readiness) of status C(unknown) saying why, so the role's fleet report and
+    gate still cover it.
   - This is an action plugin; the module file holds its documentation. The C(gpufleet.preflight.preflight) role wraps it.
   - Its options are declared once, in C(plugins/module_utils/_readiness/_readiness_options.py), from which this documentation's
     fragments and the role's variables are generated.
