@@ -32,7 +32,8 @@ def _filters():
     return sorted(names)
 
 
-PLUGINS = [("module", name) for name in _names("plugins/modules/*.py")] + [("filter", name) for name in _filters()]
+PLUGINS = ([("module", name) for name in _names("plugins/modules/*.py")] + [("filter", name) for name in _filters()]
+           + [("lookup", name) for name in _names("plugins/lookup/*.py")])
 ROLES = sorted(os.path.basename(path) for path in glob.glob(os.path.join(REPO, "roles", "*")) if os.path.isdir(path))
 
 
@@ -56,10 +57,11 @@ def _options_without_description(options, prefix=""):
 def test_every_plugin_file_is_found():
     assert ("module", "node_facts") in PLUGINS and ("module", "readiness") in PLUGINS
     assert ("filter", "fleet_report") in PLUGINS and ("filter", "build_jobs") in PLUGINS
+    assert ("lookup", "play_hosts") in PLUGINS
     assert ROLES == ["build_deps", "health_check", "preflight", "sgl_kernel"]
 
 
-@pytest.mark.parametrize("plugin_type", ["module", "filter"])
+@pytest.mark.parametrize("plugin_type", ["module", "filter", "lookup"])
 def test_ansible_doc_renders_every_plugin(plugin_type):
     names = [name for kind, name in PLUGINS if kind == plugin_type]
     docs = ansible_doc(plugin_type, names)
