@@ -7,7 +7,7 @@ COLLECTION := $(COLLECTIONS)/ansible_collections/gpufleet/preflight
 export ANSIBLE_COLLECTIONS_PATH := $(COLLECTIONS)
 export PATH := $(BIN):$(PATH)
 
-.PHONY: setup preflight test system-deps sanity units integration lint build-check host build roles fleet sweep vm bench field-test clean
+.PHONY: setup preflight test docs system-deps sanity units integration lint build-check host build roles fleet sweep vm bench field-test clean
 
 setup: $(VENV)/.installed $(COLLECTION)
 
@@ -29,6 +29,11 @@ test: setup system-deps
 
 system-deps:
 	tests/system-deps.sh
+
+# The docs site (antsibull-docs + Sphinx: the plugins' and roles' own documentation, README.md and the guides of docs/)
+# in .tmp/docs/build/html; docs/development.md, "The docs site".
+docs: setup
+	docs/docsite/build-site.sh .tmp/docs
 
 sanity units integration lint build-check host build roles fleet sweep: setup
 	tests/run-all.sh $@

@@ -414,11 +414,11 @@ def test_every_check_function_is_registered():
     assert not missing, "not in _policy.CHECKS (add a check(...) entry with its reads and options): %s" % ", ".join(missing)
 
 
-def test_the_readme_explains_every_registered_check():
+def test_the_checks_reference_explains_every_registered_check():
     repo = os.path.abspath(os.path.join(HERE, "..", "..", "..", ".."))
-    with open(os.path.join(repo, "README.md")) as handle:
+    with open(os.path.join(repo, "docs", "reference.md")) as handle:  # README.md's table until issue 39
         text = handle.read()
     section = text.split("## What each check means", 1)[1].split("\n## ", 1)[0]
     rows = [line.split("|")[1] for line in section.splitlines() if line.startswith("| `")]
     missing = [entry["name"] for entry in _policy.CHECKS if not any("`%s`" % entry["name"] in row for row in rows)]
-    assert not missing, "README.md, 'What each check means': no row for %s" % ", ".join(missing)
+    assert not missing, "docs/reference.md, 'What each check means': no row for %s" % ", ".join(missing)

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# `make docs`: the collection's docs site, as the Ansible community builds one (antsibull-docs + Sphinx): the plugins'
+# and roles' own documentation (DOCUMENTATION, EXAMPLES, RETURN, meta/argument_specs.yml) rendered by antsibull-docs,
+# and README.md with the Markdown guides of docs/ rendered by Sphinx's MyST parser, in one site.
+# Usage: docs/docsite/build-site.sh [DEST]   (default .tmp/docs; the pages are DEST/build/html/index.html)
+# Expects the venv and the collection link `make setup` makes (tests/env.sh). Offline: no intersphinx.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+# shellcheck source=tests/env.sh
+. tests/env.sh
+dest=$(mkdir -p "${1:-.tmp/docs}" && cd "${1:-.tmp/docs}" && pwd)
+src=$dest/rst
+rm -rf "$src" "$dest/build"
+mkdir -p "$src"
+chmod 0755 "$dest" "$src"  # antsibull-docs writes only into a directory that only its owner can write
+antsibull-docs collection --use-current --fail-on-error --cleanup everything --no-add-antsibull-docs-version \
+    --dest-dir "$src" gpufleet.preflight
+# README.md is the front page (index.md); docs/*.md keep their names and places, so the links between them work the
+# same on GitHub and in the site. The navigation (a hidden toctree) is added to the front page's copy only.
+mkdir -p "$src/docs"
+cp docs/*.md "$src/docs/"
+cp -r docs/images "$src/docs/images"
+sed -i 's#](\.\./README\.md#](../index.md#g' "$src"/docs/*.md
+{
+    cat README.md
+    printf '\n```{toctree}\n:hidden:\n:caption: Guides\n:glob:\n\ndocs/*\n```\n'
+    printf '\n```{toctree}\n:hidden:\n:caption: Plugins and roles\n\n%s\n```\n' \
+        "collections/gpufleet/preflight/index"
+} > "$src/index.md"
+cat > "$dest/conf.py" <<'PY'
+project = 'gpufleet.preflight'
+copyright = 'gpufleet.preflight contributors'
+title = html_short_title = 'gpufleet.preflight'
+extensions = ['myst_parser', 'sphinx_antsibull_ext']
+myst_heading_anchors = 4
+pygments_style = 'ansible'
+highlight_language = 'none'  # Markdown fences without a language are text; the plugin pages name theirs
+# The plugin pages refer to docs.ansible.com's labels (common_return_values, ansible.builtin's modules) through
+# intersphinx; this build is offline, so those render as text. Every other warning fails the build.
+suppress_warnings = ['ref.ref']
+html_theme = 'sphinx_ansible_theme'
+html_show_sphinx = False
+html_use_smartypants = True
+html_use_modindex = False
+html_use_index = False
+html_copy_source = False
+nitpicky = True
+PY
+sphinx-build -M html "$src" "$dest/build" -c "$dest" -q -W --keep-going -j auto
+echo "docs site: $dest/build/html/index.html"
