@@ -28,10 +28,11 @@ PROBE_ARGS = dict(PROBES)
 # Characters of a probe's output parsed: -q of 8 H100s is under 200 KB; a stub printing 50 MB is cut here.
 PARSED_KEPT = 8 * 1024 ** 2
 
-_GPU_HEADER_RE = re.compile(r"^GPU\s+(\d+):\s*(.*?)\s*\(UUID:\s*(GPU-[0-9A-Fa-f-]+)\)\s*$")
-_LINK_RE = re.compile(r"^\s*Link\s+(\d+):\s*(.*?)\s*$")
+# Numbers are bounded ASCII digits: int() of a 5000-digit field raises ValueError (Python 3.11's digit limit).
+_GPU_HEADER_RE = re.compile(r"^GPU\s+([0-9]{1,9}):\s*(.*?)\s*\(UUID:\s*(GPU-[0-9A-Fa-f-]+)\)\s*$")
+_LINK_RE = re.compile(r"^\s*Link\s+([0-9]{1,9}):\s*(.*?)\s*$")
 _SPEED_RE = re.compile(r"^([0-9]+(?:\.[0-9]+)?)\s*GB/s$", re.IGNORECASE)
-_COUNTER_RE = re.compile(r"([A-Za-z][A-Za-z ]*?)\s*(?:Errors?|Counter)?\s*:\s*([0-9]+|N/A)", re.IGNORECASE)
+_COUNTER_RE = re.compile(r"([A-Za-z][A-Za-z ]*?)\s*(?:Errors?|Counter)?\s*:\s*([0-9]{1,19}|N/A)", re.IGNORECASE)
 _Q_GPU_RE = re.compile(r"^GPU\s+([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])\s*$")
 _Q_ITEM_RE = re.compile(r"^(\s*)([^:]+?)\s*:\s*(.*?)\s*$")
 _Q_SECTION_RE = re.compile(r"^(\s*)(\S.*?)\s*$")
@@ -44,22 +45,40 @@ def _value(text):
     return None if cleaned.lower() in _MISSING else cleaned
 
 
-def parse_nvlink_status(text):
-    """``nvidia-smi nvlink -s`` -> ``{uuid: {"index", "name", "links": {n: GB/s or None when inactive}}}``.
+# What ``nvlink -s`` prints under a GPU whose every link is down (the driver's own words, ``inActive`` as it spells it).
+_ALL_INACTIVE_RE = re.compile(r"all links are inactive", re.IGNORECASE)
+NOTE_KEPT = 200
 
-    A GPU listed without links has no NVLink (a PCIe board); ``<inactive>`` is a link that is down.
+
+def parse_nvlink_status(text):
+    """``nvidia-smi nvlink -s`` -> ``{uuid: {"index", "name", "links": {n: GB/s or None when inactive}, "state"}}``.
+
+    ``state``: ``links`` (links listed; ``<inactive>`` is a link that is down), ``none`` (the GPU alone: a board
+    without NVLink, or one whose links the driver does not show), ``all_inactive`` (``NVML: Unable to retrieve
+    NVLink information as all links are inActive``: every link down) or ``unreadable`` (anything else printed under
+    the GPU, ``[Unknown Error]``; the text in ``note``). Only ``none`` may be read as "no NVLink", and only by a
+    check that knows the model has none.
     """
     gpus, current = {}, None
     for line in (text or "").splitlines():
         header = _GPU_HEADER_RE.match(line.strip())
         if header:
-            current = {"index": int(header.group(1)), "name": header.group(2), "links": {}}
+            current = {"index": int(header.group(1)), "name": header.group(2), "links": {}, "state": "none"}
             gpus[header.group(3)] = current
             continue
+        if current is None or not line.strip():
+            continue
         link = _LINK_RE.match(line)
-        if link and current is not None:
+        if link:
             speed = _SPEED_RE.match(link.group(2))
             current["links"][int(link.group(1))] = float(speed.group(1)) if speed else None
+            if current["state"] == "none":
+                current["state"] = "links"
+        elif _ALL_INACTIVE_RE.search(line):
+            current["state"] = "all_inactive"
+        elif current["state"] != "all_inactive":
+            current["state"] = "unreadable"
+            current["note"] = line.strip()[:NOTE_KEPT]
     return gpus
 
 
@@ -163,7 +182,10 @@ def parse_dcgm_diag(text):
             continue
         if not line.startswith("|") or line.count("|") < 3:
             continue
-        first, second = [cell.strip() for cell in line.strip("|").split("|", 1)]
+        cells = [cell.strip() for cell in line.strip("|").split("|", 1)]
+        if len(cells) < 2:  # ``|: ||||``: the bars were all at its ends, no row of the table
+            continue
+        first, second = cells
         if section in (None, "Metadata") or first == "Diagnostic":
             continue
         word = second.split(" ", 1)[0].lower()

@@ -78,6 +78,9 @@ _INVALID_FIELD_RE = re.compile(r'Field "([^"]+)" is not a valid field to query',
 _CUDA_VERSION_RE = re.compile(r"CUDA Version\s*:\s*([0-9]+\.[0-9]+)")
 _DRIVER_VERSION_RE = re.compile(r"(?:DRIVER version|Driver Version)\s*:\s*([0-9][0-9.]*)")
 _MIB = 2 ** 20
+# No field nvidia-smi prints comes near this (MiB, watts, counts); past it a field is garbage, read as unknown.
+NUMBER_LIMIT = 2.0 ** 53
+_NUMBER_RE = re.compile(r"^-?[0-9]{1,400}(?:\.[0-9]{1,400})?")
 
 
 def parse_value(text):
@@ -95,10 +98,13 @@ def _number(text, kind=int):
     value = parse_value(text)
     if value is None:
         return None
-    match = re.match(r"^-?[0-9]+(?:\.[0-9]+)?", value)
+    match = _NUMBER_RE.match(value)
     if not match:
         return None
-    return kind(float(match.group(0))) if kind is int else kind(match.group(0))
+    number = float(match.group(0))
+    if not -NUMBER_LIMIT < number < NUMBER_LIMIT:   # a 400-digit field: int(inf) would raise OverflowError
+        return None
+    return int(number) if kind is int else kind(number)
 
 
 def _flag(text):
@@ -276,9 +282,13 @@ def attach_probes(facts, results):
     query = dict((_gpu_probes.normal_bus_id(bus), summary) for bus, summary in ((results.get("query") or {}).get("gpus") or {}).items())
     for dev in facts["devices"]:
         if "nvlink_status" in results:
-            dev["nvlink"] = None if status is None else (status.get(dev["uuid"]) or {}).get("links", {})
+            # A GPU the probe did not list is unknown (None), never "no links": only the probe's own "none" says that.
+            listed = (status or {}).get(dev["uuid"])
+            dev["nvlink"] = None if listed is None else listed["links"]
+            dev["nvlink_state"] = None if listed is None else listed["state"]
+            dev["nvlink_note"] = None if listed is None else listed.get("note")
         if "nvlink_errors" in results:
-            dev["nvlink_errors"] = None if errors is None else errors.get(dev["uuid"], {})
+            dev["nvlink_errors"] = (errors or {}).get(dev["uuid"])
         if "query" in results:
             summary = query.get(_gpu_probes.normal_bus_id(dev["pci_bus_id"])) if results["query"].get("gpus") is not None else None
             dev["query"] = summary

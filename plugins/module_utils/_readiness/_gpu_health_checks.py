@@ -14,6 +14,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import re
+
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness._checks import result, skipped, unknown
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness._checks import option as _option
 
@@ -219,6 +221,61 @@ def check_mig_mode(facts, policy):
                   _listed(wrong, words) if wrong else "", "gpu")
 
 
+# Boards with NVLink, by the name nvidia-smi gives them -> links per GPU (None: has NVLink, count not pinned here).
+# A GPU of these listed with no link is a board whose links are all down, never "a PCIe board". PCIe variants
+# (``H100 PCIe``, ``A100-PCIE-40GB``) and NVL boards (bridges optional) are not in it.
+NVLINK_MODELS = (
+    (re.compile(r"\bV100-SXM2"), 6),
+    (re.compile(r"\bA100-SXM4"), 12),
+    (re.compile(r"\bA800-SXM4"), None),
+    (re.compile(r"\bH100 (?:80GB HBM3|SXM)"), 18),
+    (re.compile(r"\bH800\b(?!.*PCIe)"), None),
+    (re.compile(r"\bH200\b(?!.*NVL)"), 18),
+    (re.compile(r"\bG?B[123]00\b"), 18),
+    (re.compile(r"\bGH200\b"), 18),
+)
+
+
+def nvlink_model(name):
+    """``(has NVLink, links per GPU or None)`` for a GPU's name: ``(True, 18)`` for ``NVIDIA H100 80GB HBM3``."""
+    for pattern, links in NVLINK_MODELS:
+        if name and "PCIE" not in name.upper() and pattern.search(name):
+            return True, links
+    return False, None
+
+
+def _nvlink_unknown(dev):
+    """Why a GPU's NVLink cannot be judged (a probe did not list it, or printed what is no link), or None."""
+    if dev.get("nvlink") is None:
+        return "is not listed by `nvidia-smi nvlink -s`"
+    if dev.get("nvlink_errors") is None:
+        return "is not listed by `nvidia-smi nvlink -e` (error counters unknown)"
+    if dev.get("nvlink_state") == "unreadable":
+        return "gets %r from `nvidia-smi nvlink -s`" % dev.get("nvlink_note")
+    return None
+
+
+def _nvlink_problems(dev, peers_most, limit):
+    """What is wrong with one listed GPU's links: down, fewer than its model (or its peers) has, error counters."""
+    links = dev.get("nvlink") or {}
+    has_nvlink, model_links = nvlink_model(dev.get("name"))
+    problems = []
+    if dev.get("nvlink_state") == "all_inactive":
+        problems.append("has every NVLink link down (nvidia-smi: all links are inActive)")
+    elif not links and has_nvlink:
+        problems.append("lists no NVLink link, and a %s has %s: every link down" % (dev.get("name"), model_links or "NVLink"))
+    else:
+        down = sorted(link for link, speed in links.items() if speed is None)
+        missing = max(model_links or 0, peers_most) - len(links)
+        if down or missing > 0:
+            problems.append("has NVLink %s down" % (", ".join("link %s" % link for link in down) if down else "%d links" % missing))
+    counted = dict((link, sum(counters.values())) for link, counters in (dev.get("nvlink_errors") or {}).items())
+    noisy = sorted(link for link, total in counted.items() if total > limit)
+    if noisy:
+        problems.append("counts errors on %s" % ", ".join("link %s (%d)" % (link, counted[link]) for link in noisy))
+    return problems
+
+
 def check_nvlink(facts, policy):
     name = "nvlink"
     if not _option(policy, "check_nvlink"):
@@ -234,27 +291,24 @@ def check_nvlink(facts, policy):
         if answer:
             return answer
     devices = gpus["devices"]
-    if all(not dev.get("nvlink") for dev in devices):
+    # "Not applicable" only where the probe listed every GPU alone and no model of them has NVLink.
+    if all(dev.get("nvlink_state") == "none" and not nvlink_model(dev.get("name"))[0] for dev in devices):
         return skipped(name, "no NVLink on these GPUs (%s: a PCIe board): not applicable" % devices[0].get("name"), "gpu")
-    most = max(len(dev.get("nvlink") or {}) for dev in devices)
+    unknown_devs = [dev for dev in devices if _nvlink_unknown(dev)]
+    judged = [dev for dev in devices if dev not in unknown_devs]
+    most = max([len(dev.get("nvlink") or {}) for dev in judged] or [0])
     bad, words = [], []
-    for dev in devices:
-        links = dev.get("nvlink") or {}
-        down = sorted(link for link, speed in links.items() if speed is None)
-        missing = most - len(links)
-        counted = dict((link, sum(counters.values())) for link, counters in (dev.get("nvlink_errors") or {}).items())
-        noisy = sorted(link for link, total in counted.items() if total > limit)
-        problems = []
-        if down or missing:
-            problems.append("has NVLink %s down" % (", ".join("link %s" % link for link in down) if down else "%d links" % missing))
-        if noisy:
-            problems.append("counts errors on %s" % ", ".join("link %s (%d)" % (link, counted[link]) for link in noisy))
+    for dev in judged:
+        problems = _nvlink_problems(dev, most, limit)
         if problems:
             bad.append(dev)
             words.append(" and ".join(problems) + ": reset the GPU; if it persists check the NVLink bridge/baseboard "
                                                   "(`nvidia-smi nvlink -s -i %s`, `nvidia-smi nvlink -e -i %s`)" % (dev.get("index"), dev.get("index")))
-    observed = dict((str(dev.get("index")), "%d/%d up" % (sum(1 for s in (dev.get("nvlink") or {}).values() if s is not None), most))
-                    for dev in devices)
+    if not bad and unknown_devs:  # never healthy: a GPU nobody could see the links of
+        return unknown(name, expected, _listed(unknown_devs, [_nvlink_unknown(dev) for dev in unknown_devs]), "gpu")
+    observed = dict((str(dev.get("index")), "unknown" if dev in unknown_devs else "%d/%d up" % (
+        sum(1 for s in (dev.get("nvlink") or {}).values() if s is not None), max(most, nvlink_model(dev.get("name"))[1] or 0)))
+        for dev in devices)
     return result(name, not bad, observed, expected, _listed(bad, words) if bad else "", "gpu")
 
 

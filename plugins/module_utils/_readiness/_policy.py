@@ -288,7 +288,8 @@ CHECKS = (
     check("persistence_mode", "gpu", gpu_health.check_persistence_mode, _GPU + _NAMED + (_DEVICE + "persistence_mode",),
           ("require_persistence_mode",)),
     check("mig_mode", "gpu", gpu_health.check_mig_mode, _GPU + _NAMED + (_DEVICE + "mig_mode",), ("mig_mode",)),
-    check("nvlink", "gpu", gpu_health.check_nvlink, _GPU + _NAMED + _PROBES + (_DEVICE + "nvlink", _DEVICE + "nvlink_errors"),
+    check("nvlink", "gpu", gpu_health.check_nvlink, _GPU + _NAMED + _PROBES + tuple(
+        _DEVICE + key for key in ("nvlink", "nvlink_errors", "nvlink_state", "nvlink_note")),
           ("check_nvlink", "max_nvlink_errors", "gpu_probe_timeout_fails")),
     check("fabric", "gpu", gpu_health.check_fabric, _GPU + _NAMED + _PROBES + (
         _DEVICE + "query", _DEVICE + "query.fabric_state", _DEVICE + "query.fabric_status",

@@ -14,7 +14,7 @@ import shutil
 
 import pytest
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _gpus
+from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _gpu_probes, _gpus
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _gpu_build_checks as gb
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _gpu_health_checks as gh
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _policy
@@ -56,7 +56,8 @@ HEALTHY = [
     # PCIe board / no probe files: no links, no fabric, no reset status shown -- not applicable, said so
     # (its compute-apps.csv lists processes: dcgmi diag is not run beside them)
     ("rtx_pro_6000_x8", {"nvlink": "skipped", "fabric": "skipped", "gpu_recovery": "skipped", "dcgm_diag": "skipped"}),
-    ("b200_x8", {"nvlink": "skipped", "fabric": "skipped", "gpu_recovery": "skipped", "dcgm_diag": "unknown"}),
+    # (18 links up: a B200 listed with no link is every link down, never a PCIe board)
+    ("b200_x8", {"fabric": "skipped", "gpu_recovery": "skipped", "dcgm_diag": "unknown"}),
     ("h100_x2_nvswitch", {}),
     ("rtx5090_570", {"nvlink": "skipped", "fabric": "skipped", "mig_mode": "skipped", "dcgm_diag": "unknown"}),
 ]
@@ -188,3 +189,73 @@ def test_xid_by_class(tmp_path_factory):
     facts["kernel_events"] = events(149)                                   # not in the old flat list, reset class
     assert gb.check_fatal_xid(facts, policy())["status"] == "failed"
     assert gb.check_fatal_xid(facts, policy(xid_fail_actions=[], fatal_xids=[]))["status"] == "ok"
+
+
+# -- NVLink read as the probe printed it (issue 36 finding 3) ------------------------------------------------------
+H100 = ("GPU-4039dfe4-0c97-4b1e-683e-eb7d42699053", "GPU-dd3b269a-8f3a-d2d5-1518-2713ba03fcf7")
+INACTIVE = "\t NVML: Unable to retrieve NVLink information as all links are inActive\n"
+
+
+def _gpu_line(index, uuid, name="NVIDIA H100 80GB HBM3"):
+    return "GPU %d: %s (UUID: %s)\n" % (index, name, uuid)
+
+
+def _links(count=18):
+    return "".join("\t Link %d: 26.562 GB/s\n" % link for link in range(count))
+
+
+def _probed(facts, status_text, errors_text=None):
+    """The facts as attach_probes leaves them after ``nvlink -s`` printed ``status_text`` (and ``-e`` ``errors_text``,
+    by default every GPU with no counters)."""
+    if errors_text is None:
+        errors_text = "".join(_gpu_line(i, dev["uuid"], dev["name"]) for i, dev in enumerate(facts["gpus"]["devices"]))
+    results = dict((name, dict(facts["gpus"]["probes"][name], gpus=parse(text))) for name, parse, text in (
+        ("nvlink_status", _gpu_probes.parse_nvlink_status, status_text),
+        ("nvlink_errors", _gpu_probes.parse_nvlink_errors, errors_text)))
+    _gpus.attach_probes(facts["gpus"], dict(facts["gpus"]["probes"], **results))
+    return facts
+
+
+@pytest.mark.parametrize("status_text, status, words", [
+    # every link of one GPU down: the driver prints no link at all, only NVML's sentence
+    (_gpu_line(0, H100[0]) + _links() + _gpu_line(1, H100[1]) + INACTIVE, "failed", "GPU 1 (00000000:2A:00.0"),
+    # ... and of both: was "a PCIe board, not applicable"
+    (_gpu_line(0, H100[0]) + INACTIVE + _gpu_line(1, H100[1]) + INACTIVE, "failed", "has every NVLink link down"),
+    # the probe's own error under each GPU: unknown, never "no NVLink"
+    (_gpu_line(0, H100[0]) + "\t [Unknown Error]\n" + _gpu_line(1, H100[1]) + "\t [Unknown Error]\n", "unknown",
+     "'[Unknown Error]'"),
+    # a GPU the probe did not list at all: unknown (was "no links", or "not applicable" when none was listed)
+    (_gpu_line(0, H100[0]) + _links(), "unknown", "GPU 1 (00000000:2A:00.0, NVIDIA H100 80GB HBM3, serial"),
+    ("[Unknown Error]\n", "unknown", "is not listed by `nvidia-smi nvlink -s`"),
+    # an H100 SXM listed alone (as a PCIe board prints): it has 18 links, so they are down
+    (_gpu_line(0, H100[0]) + _gpu_line(1, H100[1]), "failed", "lists no NVLink link, and a NVIDIA H100 80GB HBM3 has 18"),
+    # fewer links than the model has, on every GPU alike (peers alone could not tell)
+    (_gpu_line(0, H100[0]) + _links(12) + _gpu_line(1, H100[1]) + _links(12), "failed", "has NVLink 6 links down"),
+])
+def test_nvlink_reads_what_the_probe_printed(status_text, status, words, tmp_path_factory):
+    facts = _probed(collected("h100_x2_nvswitch", tmp_path_factory), status_text)
+    entry = gh.check_nvlink(facts, policy())
+    assert entry["status"] == status, entry
+    assert words in entry["message"], entry["message"]
+
+
+def test_gpu_missing_from_the_error_counters_is_unknown_not_zero(tmp_path_factory):
+    facts = collected("h100_x2_nvswitch", tmp_path_factory)
+    facts = _probed(facts, _gpu_line(0, H100[0]) + _links() + _gpu_line(1, H100[1]) + _links(),
+                    errors_text=_gpu_line(0, H100[0]) + "\t Link 0: CRC Errors: 0\n")
+    entry = gh.check_nvlink(facts, policy())
+    assert entry["status"] == "unknown" and "not listed by `nvidia-smi nvlink -e`" in entry["message"], entry
+
+
+def test_a_pcie_board_listed_alone_is_still_not_applicable(tmp_path_factory):
+    entry = gh.check_nvlink(collected("rtx_pro_6000_x8", tmp_path_factory), policy())
+    assert entry["status"] == "skipped" and "not applicable" in entry["message"], entry
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("NVIDIA H100 80GB HBM3", (True, 18)), ("NVIDIA H100 PCIe", (False, None)), ("NVIDIA A100-SXM4-80GB", (True, 12)),
+    ("NVIDIA A100-PCIE-40GB", (False, None)), ("NVIDIA B200", (True, 18)), ("NVIDIA GB200", (True, 18)),
+    ("NVIDIA H200 NVL", (False, None)), ("NVIDIA RTX PRO 6000 Blackwell Server Edition", (False, None)), (None, (False, None)),
+])
+def test_nvlink_model(name, expected):
+    assert gh.nvlink_model(name) == expected

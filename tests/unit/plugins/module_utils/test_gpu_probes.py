@@ -41,6 +41,27 @@ def test_inactive_link_is_none_and_a_gpu_without_links_has_none():
     gpus = _gpu_probes.parse_nvlink_status(text)
     assert gpus["GPU-aa"]["links"] == {0: 26.562, 1: None}
     assert gpus["GPU-bb"]["links"] == {}
+    assert (gpus["GPU-aa"]["state"], gpus["GPU-bb"]["state"]) == ("links", "none")
+
+
+@pytest.mark.parametrize("under, state, note", [
+    ("\t NVML: Unable to retrieve NVLink information as all links are inActive\n", "all_inactive", None),
+    ("\t [Unknown Error]\n", "unreadable", "[Unknown Error]"),
+    ("\t Link 0: <inactive>\n\t [Unknown Error]\n", "unreadable", "[Unknown Error]"),
+])
+def test_what_the_driver_prints_instead_of_links_is_kept(under, state, note):
+    """Every link down prints no ``Link`` line, only NVML's sentence: never the same as a GPU listed alone."""
+    gpus = _gpu_probes.parse_nvlink_status("GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-aa)\n" + under)
+    assert gpus["GPU-aa"]["state"] == state and gpus["GPU-aa"].get("note") == note
+
+
+def test_hostile_numbers_in_nvlink_output_do_not_raise():
+    """int() of a 5000-digit field raises ValueError (Python 3.11's limit): numbers are bounded before int()."""
+    huge = "9" * 5000
+    gpus = _gpu_probes.parse_nvlink_status("GPU %s: x (UUID: GPU-aa)\nGPU 0: x (UUID: GPU-bb)\n  Link %s: 1 GB/s\n" % (huge, huge))
+    assert list(gpus) == ["GPU-bb"] and gpus["GPU-bb"]["state"] == "unreadable"
+    errors = _gpu_probes.parse_nvlink_errors("GPU 0: x (UUID: GPU-aa)\n  Link 1: CRC Errors: %s\n" % huge)
+    assert errors["GPU-aa"][1]["crc"] > 0
 
 
 @pytest.mark.parametrize("text, counters", [
@@ -155,6 +176,11 @@ def test_dcgm_diag_table_of_a_real_run():
 def dcgm_stub(stub, tmp_path):
     shutil.copy(DCGMI, str(tmp_path / "bin" / "dcgmi"))
     return stub
+
+
+@pytest.mark.parametrize("text", ["+----- Deployment\n|: ||||\n", "+----- Deployment\n||\n|||\n", "|||\n"])
+def test_dcgm_diag_row_of_bars_only_is_no_row(text):
+    assert _gpu_probes.parse_dcgm_diag(text) == []
 
 
 def test_dcgm_diag_runs_only_on_an_idle_node(dcgm_stub):
