@@ -237,16 +237,17 @@ def _main(argv, environ, out, err, as_program):
         if as_program:
             _hc_runtime.become_group_leader()
         lock, busy = _hc_runtime.take_lock(_hc_runtime.lock_path(config["slurm"]["state_dir"], node))
-        if busy and lock is None and "still running" in busy:
-            problem = busy
+        if lock is None:
+            # Still running, or a lock that cannot be taken (a FIFO or symlink planted there, an unwritable state
+            # dir): either way this run might act in Slurm beside another, so it does nothing and says why.
+            problem = busy if "still running" in busy else "%s: the check did not run (two runs could act in Slurm at once)" % busy
         else:
             if as_program:
                 _hc_runtime.install_stop(deadline, _say(out))
             probes = _probe_cache.CachedRun(_hc_runtime.bounded_run(deadline),
                                             os.path.join(config["slurm"]["state_dir"], PROBE_CACHE_NAME))
             verdict = evaluate(config, probes)
-            if lock is not None:  # the run that holds the lock owns the cache file
-                probes.save()
+            probes.save()  # the run that holds the lock owns the cache file
     except ValueError as exc:
         problem = str(exc)
     if problem is not None:

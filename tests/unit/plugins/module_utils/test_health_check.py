@@ -92,3 +92,30 @@ def test_a_check_skipped_for_a_hung_probe_is_always_shown():
     board = dict(name="nvlink", status="skipped", message="not applicable: no NVLink on this board")
     assert hc.shown(hung, False) and hc.shown(dict(hung, status="failed"), False)
     assert not hc.shown(board, False) and hc.shown(board, True) and not hc.shown(dict(board, status="ok"), True)
+
+
+def _lock_config(tmp_path, state_dir):
+    config = tmp_path / "c.json"
+    config.write_text(json.dumps({"policy": {"profiles": []}, "slurm": {"state_dir": str(state_dir), "node_name": "n1"}}))
+    return str(config)
+
+
+@pytest.mark.parametrize("plant", ["fifo", "symlink", "file_as_state_dir"])
+def test_a_lock_that_cannot_be_taken_stops_the_run(tmp_path, plant):
+    """Only the lock keeps two runs from acting in Slurm at once: a run that cannot take it (a FIFO or a symlink
+    planted at the lock, a state dir that is no directory) does nothing, says why and exits 2 (unknown). It ran on."""
+    state = tmp_path / "state"
+    if plant == "file_as_state_dir":
+        state.write_text("")
+    else:
+        state.mkdir()
+        lock = _hc_runtime.lock_path(str(state), "n1")
+        if plant == "fifo":
+            os.mkfifo(lock)
+        else:
+            os.symlink(str(tmp_path / "elsewhere"), lock)
+    out, err = io.StringIO(), io.StringIO()
+    assert hc.main(["--config", _lock_config(tmp_path, state), "--mode", "check"], {"PATH": "/usr/bin:/bin"}, out, err) == 2
+    assert out.getvalue().startswith("unknown: lock ") and len(out.getvalue().splitlines()) == 1, out.getvalue()
+    assert "the check did not run" in err.getvalue()
+    assert not (tmp_path / "elsewhere").exists()
