@@ -108,10 +108,12 @@ for s in "${STAGES[@]}"; do
         echo "units: no node Python under /root/.pyenv; oldest-Python unit run skipped"
       fi ;;
     lint)
-      stage "ansible-lint --profile production (the whole collection, .ansible-lint) + antsibull-changelog lint"
-      # two commands, not `a && b`: set -e does not stop on the first of an && list, so a lint failure went unseen
+      stage "ansible-lint --profile production (the whole collection, .ansible-lint) + antsibull-changelog lint + antsibull-docs lint"
+      # separate commands, not `a && b`: set -e does not stop on the first of an && list, so a lint failure went unseen
       ansible-lint --profile production --offline
-      antsibull-changelog lint ;;
+      antsibull-changelog lint
+      # every plugin's and role's documentation as the docs site (`make docs`) renders it: schema, markup, references
+      antsibull-docs lint-collection-docs --plugin-docs . ;;
     sanity)
       stage "ansible-test sanity (node-side Pythons: $(node_pythons | sed 's#.*/versions/##; s#/bin##' | tr '\n' ' '))"
       tree=$(ansible_test_tree)
