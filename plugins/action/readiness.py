@@ -7,6 +7,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import difflib
 import time
 
 from ansible.errors import AnsibleActionFail
@@ -52,6 +53,36 @@ def options_from_variables(task_args, task_vars, prefix, template):
             args[name] = value
             taken.append(name)
     return args, taken
+
+
+# Every name a prefixed variable may have: the options, the role-only variables of the table, the role's own.
+KNOWN_NAMES = frozenset(_readiness_options.BY_NAME) | frozenset(_readiness_options.ROLE_VARIABLES)
+
+
+def unknown_variables(task_vars, prefix):
+    """The variables named ``<prefix><name>`` whose name is no option, each with the nearest option's variable (or
+    None): ``[(variable, nearest)]``, sorted. A misspelt ``preflight_min_avaliable_memory`` was ignored silently,
+    the default in force (issue 39)."""
+    strays = []
+    for variable in task_vars:
+        if not isinstance(variable, str) or not variable.startswith(prefix) or variable[len(prefix):] in KNOWN_NAMES:
+            continue
+        nearest = difflib.get_close_matches(variable[len(prefix):], sorted(KNOWN_NAMES), n=1, cutoff=0.6)
+        strays.append((variable, prefix + nearest[0] if nearest else None))
+    return sorted(strays)
+
+
+def unknown_variables_message(strays, prefix, fail=False):
+    """One sentence for the variables ``unknown_variables`` found: each with the nearest option, and the setting that
+    makes it fail (or quiet)."""
+    named = ", ".join("%s%s" % (variable, " (did you mean %s?)" % nearest if nearest else "")
+                      for variable, nearest in strays)
+    verb = "are no %s* options" if len(strays) > 1 else "is no %s* option"
+    if fail:
+        return "%s %s (%sunknown_variables=fail): correct or remove %s" % (
+            named, verb % prefix, prefix, "them" if len(strays) > 1 else "it")
+    return "%s %s: ignored, the default%s in force (%sunknown_variables=fail stops the run on this, =ignore is quiet)" % (
+        named, verb % prefix, "s stay" if len(strays) > 1 else " stays", prefix)
 
 
 def named_as_given(message, prefix, taken):
@@ -120,7 +151,7 @@ def console_message(checks):
 # What a failed verdict keeps at the default verbosity: its short message and the names of the failed checks, not
 # kilobytes of facts, policy and the same messages again (issues 20 item 3, 27 item 4). With -v (or
 # fail_when_not_ready=false) the result is complete.
-LEAN_KEYS = ("ready", "failed_checks", "profiles", "waited_seconds", "attempts", "checked_at", "msg",
+LEAN_KEYS = ("ready", "failed_checks", "profiles", "waited_seconds", "attempts", "checked_at", "msg", "warnings",
              "failed", "changed")
 
 
@@ -169,6 +200,12 @@ class ActionModule(ActionBase):
                                                 "; ".join(errors)))
         ready_group = args.pop("ready_group")
         args.pop("variable_prefix")
+        on_unknown = args.pop("unknown_variables")
+        strays = unknown_variables(task_vars or {}, prefix) if prefix and on_unknown != "ignore" else []
+        if strays and on_unknown == "fail":
+            raise AnsibleActionFail(unknown_variables_message(strays, prefix, fail=True))
+        if strays:
+            result.setdefault("warnings", []).append(unknown_variables_message(strays, prefix))
         problem = None
         try:
             policy = _policy_validation.validate_policy(args)

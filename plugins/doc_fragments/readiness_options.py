@@ -333,6 +333,14 @@ options:
         for every node.'
     type: bool
     default: false
+  unknown_variables:
+    description:
+      - 'With C(variable_prefix), what a variable of that prefix gets when its name is no option (a misspelling, which
+        would otherwise be ignored with the default in force): V(warn) names it and the nearest option, V(fail) refuses
+        the run with the same words, V(ignore) says nothing.'
+    type: str
+    choices: [warn, fail, ignore]
+    default: warn
   fail_when_not_ready:
     description:
       - Fail the host when it is not ready. With V(false) the verdict is only returned and set as a fact.

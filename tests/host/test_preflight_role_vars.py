@@ -47,3 +47,24 @@ def test_a_bad_role_variable_is_refused_under_its_own_name_in_one_line(tmp_path)
     assert len(fatal[0]) < 1000 and "argument_spec_data" not in run.stdout, fatal[0][:2000]
     assert "preflight_kernel_events_window: must be 1 to 31622400 seconds, got -5" in preflight(
         tmp_path, "preflight_kernel_events_window=-5").stdout
+
+
+def test_a_misspelt_role_variable_is_named_with_the_nearest_option(tmp_path):
+    """Issue 39: preflight_min_avaliable_memory was ignored without a word, exit 0, the default in force."""
+    run = preflight(tmp_path, "preflight_min_avaliable_memory=1TiB", '{"preflight_profiles": []}')
+    assert run.returncode == 0, run.stdout
+    warned = [line for line in run.stdout.splitlines() if "preflight_min_avaliable_memory" in line]
+    assert len(warned) == 1 and warned[0].startswith("[WARNING]: preflight_min_avaliable_memory (did you mean "
+                                                     "preflight_min_available_memory?) is no preflight_* option"), run.stdout
+    assert "preflight_unknown_variables=fail" in warned[0]
+    failed = preflight(tmp_path, "preflight_min_avaliable_memory=1TiB", "preflight_unknown_variables=fail")
+    assert failed.returncode != 0 and "preflight_min_avaliable_memory (did you mean preflight_min_available_memory?)" \
+        in failed.stdout, failed.stdout
+    quiet = preflight(tmp_path, "preflight_min_avaliable_memory=1TiB", "preflight_unknown_variables=ignore",
+                      '{"preflight_profiles": []}')
+    assert quiet.returncode == 0 and "avaliable" not in quiet.stdout, quiet.stdout
+
+
+def test_the_roles_own_variables_are_no_misspelling(tmp_path):
+    run = preflight(tmp_path, "preflight_hosts=localhost", '{"preflight_profiles": []}')
+    assert run.returncode == 0 and "[WARNING]" not in run.stdout, run.stdout

@@ -295,6 +295,16 @@ OPTIONS = (
         "result's own C(checks) and C(policy) have them): about 9 KB per node instead of 37 KB, which Ansible passes "
         "from worker to controller for every node.",
     ]),
+    dict(name="unknown_variables", check=dict(form="choices"), type="str", choices=["warn", "fail", "ignore"], default="warn",
+         roles=CHECK, description=[
+        "With C(variable_prefix), what a variable of that prefix gets when its name is no option (a misspelling, "
+        "which would otherwise be ignored with the default in force): V(warn) names it and the nearest option, "
+        "V(fail) refuses the run with the same words, V(ignore) says nothing.",
+    ], role_description=[
+        "What a C(preflight_*) variable that is no option of this role gets (a misspelt "
+        "C(preflight_min_avaliable_memory) would otherwise be ignored, the default in force): V(warn) names it and "
+        "the nearest option name, V(fail) stops the run with the same words, V(ignore) says nothing.",
+    ]),
     dict(name="fail_when_not_ready", check=dict(form="bool"), type="bool", default=True, roles=("main", "drop"), role_task=False, description=[
         "Fail the host when it is not ready. With V(false) the verdict is only returned and set as a fact.",
     ], role_description=[
@@ -420,6 +430,10 @@ BY_NAME = dict((entry["name"], entry) for entry in OPTIONS)
 # The readiness action's options that are not policy (documented in plugins/modules/readiness.py, kept out of the
 # result's policy): where the options a task leaves out come from, and the group a ready node joins.
 TASK_SPEC = dict(variable_prefix=dict(type="str"), ready_group=dict(type="str"))
+
+# The preflight role's and playbook's own variables that are no option (``unknown_variables`` knows them):
+# preflight_hosts (playbooks/preflight.yml), preflight_result and preflight_slurm_result (registered), preflight_gate.
+ROLE_VARIABLES = ("hosts", "result", "slurm_result", "gate")
 
 
 def default(name):

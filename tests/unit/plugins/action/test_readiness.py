@@ -103,3 +103,19 @@ def test_valid_options_come_back_under_their_own_names_with_defaults():
     assert options["max_build_processes"] == 2 and options["ready_group"] == "ready"   # converted, not renamed
     assert options["nvcc_arch"] == "sm_120a" and options["variable_prefix"] is None   # defaults filled in
     assert not [name for name in options if name.startswith("preflight_")]
+
+
+def test_unknown_prefixed_variables_are_named_with_the_nearest_option():
+    from ansible_collections.gpufleet.preflight.plugins.action.readiness import (unknown_variables,
+                                                                                unknown_variables_message)
+    task_vars = {"preflight_min_avaliable_memory": "1GiB", "preflight_min_available_memory": "2GiB",
+                 "preflight_result": {}, "preflight_hosts": "all", "preflight_report_dir": "/r", "preflight_qqq": 1,
+                 "other_min_avaliable_memory": 1, "hostvars": {}}
+    strays = unknown_variables(task_vars, "preflight_")
+    assert strays == [("preflight_min_avaliable_memory", "preflight_min_available_memory"), ("preflight_qqq", None)]
+    text = unknown_variables_message(strays, "preflight_")
+    assert text.startswith("preflight_min_avaliable_memory (did you mean preflight_min_available_memory?), "
+                           "preflight_qqq are no preflight_* options: ignored")
+    assert "preflight_unknown_variables=fail" in text
+    assert "correct or remove it" in unknown_variables_message(strays[:1], "preflight_", fail=True)
+    assert unknown_variables({"preflight_wait": 1}, "preflight_") == []
