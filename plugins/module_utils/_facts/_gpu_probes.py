@@ -221,13 +221,21 @@ def _one(run, smi, name, timeout):
     if len(out or "") > PARSED_KEPT:   # parsing 50 MB of -q took 8 s, after the timeout and past the budget
         entry["message"] = "%s printed %d characters: only the first %d were read" % (probe_command(name), len(out), PARSED_KEPT)
         out = out[:PARSED_KEPT]
-    if name == "nvlink_status":
-        entry["gpus"] = parse_nvlink_status(out)
-    elif name == "nvlink_errors":
-        entry["gpus"] = parse_nvlink_errors(out)
-    else:
-        entry["gpus"] = dict((bus, query_summary(items)) for bus, items in parse_query(out).items())
+    try:
+        entry["gpus"] = parse_probe(name, out)
+    except Exception as exc:  # pylint: disable=broad-except  # output no driver prints: this probe unknown, not the node's facts
+        entry.update(state="error", message="%s: output not understood (%s: %s)" % (probe_command(name), type(exc).__name__,
+                                                                                    str(exc)[:200]))
     return entry
+
+
+def parse_probe(name, out):
+    """A probe's output -> its ``gpus`` (per UUID for nvlink, per bus id for ``-q``)."""
+    if name == "nvlink_status":
+        return parse_nvlink_status(out)
+    if name == "nvlink_errors":
+        return parse_nvlink_errors(out)
+    return dict((bus, query_summary(items)) for bus, items in parse_query(out).items())
 
 
 def run_dcgm_diag(run, dcgmi, busy, timeout):

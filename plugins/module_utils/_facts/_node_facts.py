@@ -101,9 +101,29 @@ def gather(options, run):
         "kernel_events": lambda: _kernel_events.collect_kernel_events(options["kernel_events_window"], run),
     }
     names = options["subsets"]
+    # The subsets that parse other programs' output (nvidia-smi and its probes, the kernel log, version probes) are
+    # guarded; the others read the kernel's own files, and build_processes' ValueError names a bad option on purpose.
+    failed = {"gpus": lambda why: _gpus.empty_gpus("error", why),
+              "kernel_events": lambda why: _kernel_events.empty_events(options["kernel_events_window"], why),
+              "toolchain": None}
+    guarded = dict((name, guard(name, collectors[name], failed[name]) if name in failed else collectors[name])
+                   for name in names)
     if len(names) < 2:
-        return dict(("gpufleet_" + name, collectors[name]()) for name in names)
+        return dict(("gpufleet_" + name, guarded[name]()) for name in names)
     # The subsets are independent and several wait on programs (nvidia-smi, nvcc, cmake, dmesg): gathered
     # side by side, a node answers in about its slowest subset rather than their sum.
-    found = side_by_side(dict((name, collectors[name]) for name in names))
+    found = side_by_side(guarded)
     return dict(("gpufleet_" + name, found[name]) for name in names)
+
+
+def guard(name, collect, failed=None):
+    """``collect`` whose unforeseen error (a parser meeting output no driver prints) costs this subset's facts only:
+    ``failed(why)`` (the subset's own "could not" shape, which its checks read as unknown), else ``{"error": why}``,
+    which lacks every key a check needs, so each says the facts were not gathered. The others are kept."""
+    def guarded():
+        try:
+            return collect()
+        except Exception as exc:  # pylint: disable=broad-except  # any parser's bug: unknown facts, never a traceback
+            why = "collecting %s failed: %s: %s" % (name, type(exc).__name__, str(exc)[:200])
+            return failed(why) if failed else {"error": why}
+    return guarded

@@ -55,6 +55,15 @@ def test_what_the_driver_prints_instead_of_links_is_kept(under, state, note):
     assert gpus["GPU-aa"]["state"] == state and gpus["GPU-aa"].get("note") == note
 
 
+def test_a_probe_whose_output_breaks_its_parser_is_that_probes_error(monkeypatch):
+    def boom(text):
+        raise ValueError("not enough values to unpack")
+    monkeypatch.setattr(_gpu_probes, "parse_nvlink_status", boom)
+    entry = _gpu_probes._one(lambda argv, timeout: (0, "GPU 0: x (UUID: GPU-aa)\n", ""), "nvidia-smi", "nvlink_status", 5)
+    assert entry["state"] == "error" and "gpus" not in entry
+    assert entry["message"] == "nvidia-smi nvlink -s: output not understood (ValueError: not enough values to unpack)"
+
+
 def test_hostile_numbers_in_nvlink_output_do_not_raise():
     """int() of a 5000-digit field raises ValueError (Python 3.11's limit): numbers are bounded before int()."""
     huge = "9" * 5000

@@ -248,3 +248,32 @@ def test_failed_compute_apps_query_is_unknown_not_empty(stub_bin, tmp_path):
     assert facts["count"] == 8
     assert all(dev["compute_apps"] is None for dev in facts["devices"])
     assert "compute apps unknown" in facts["message"]
+
+
+@pytest.mark.parametrize("text, kind", [("1" * 400, int), ("9" * 400 + " MiB", int), ("-" + "9" * 400, int),
+                                        ("1" * 400 + ".5", float), ("1" * 5000, int)])
+def test_a_number_past_any_field_is_unknown_not_an_overflow(text, kind):
+    """int(float('1' * 400)) raised OverflowError out of collect_gpus: the health check ended 1 with no metrics."""
+    assert _gpus._number(text, kind) is None
+
+
+def test_bounded_numbers_keep_their_value():
+    assert _gpus._number("97887 MiB") == 97887 and _gpus._number("24.12 W", float) == 24.12 and _gpus._number("-3") == -3
+
+
+def test_a_400_digit_field_costs_that_field_only(tmp_path):
+    fields = [field for field, _key in _gpus.QUERY_FIELDS]
+    cells = ["N/A"] * len(fields)
+    cells[fields.index("index")] = "0"
+    cells[fields.index("uuid")] = "GPU-aa"
+    cells[fields.index("memory.total")] = "1" * 400
+    cells[fields.index("temperature.gpu")] = "41"
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(u"#!/bin/sh\n")
+    os.chmod(str(smi), 0o755)
+
+    def run(argv, timeout):
+        return 0, (", ".join(cells) + "\n") if any(a.startswith("--query-gpu=") for a in argv) else "", ""
+    facts = _gpus.collect_gpus(run=run, search_paths=[str(tmp_path)])
+    dev = facts["devices"][0]
+    assert facts["state"] == "ok" and dev["memory_total_bytes"] is None and dev["temperature"] == 41

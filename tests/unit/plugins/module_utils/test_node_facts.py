@@ -69,3 +69,25 @@ def test_a_collector_error_surfaces_naming_the_option():
     with pytest.raises(ValueError) as info:
         gather(options, run=None)
     assert str(info.value).startswith("build_process_patterns: '(?P<x>' is not a valid regular expression")
+
+
+@pytest.mark.parametrize("subset, state_key", [("gpus", "state"), ("kernel_events", "readable"), ("toolchain", None)])
+def test_a_parser_that_raises_costs_its_subset_only(monkeypatch, subset, state_key):
+    """A hostile probe's output that a parser does not survive (OverflowError of a 400-digit field, ValueError of a
+    table row) ended node_facts and the health check with a traceback (exit 1, 'not ready', no metrics)."""
+    from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _gpus, _kernel_events, _toolchain
+
+    def boom(*args, **kwargs):
+        raise OverflowError("int too large to convert to float")
+    target = {"gpus": (_gpus, "collect_gpus"), "kernel_events": (_kernel_events, "collect_kernel_events"),
+              "toolchain": (_toolchain, "collect_toolchain")}[subset]
+    monkeypatch.setattr(target[0], target[1], boom)
+    facts = gather(validate_options(params(gather_subset=["memory", subset])), run=None)
+    assert facts["gpufleet_memory"]["effective"]["total_bytes"] > 0
+    lost = facts["gpufleet_" + subset]
+    why = lost.get("message") or lost.get("error")
+    assert why.startswith("collecting %s failed: OverflowError" % subset), lost
+    if state_key == "state":
+        assert lost["state"] == "error" and lost["devices"] == []
+    elif state_key == "readable":
+        assert lost["readable"] is False
