@@ -169,18 +169,32 @@ def check_build_processes(facts, policy):
     return result(name, ok, count, "<= %d" % allowed, message)
 
 
+# How a user ends stray build processes: the collection's playbook by its name, which a checkout (collections_path)
+# and an installed collection both run; playbooks/reap.yml is only a checkout's path (issue 39).
+REAP = "ansible-playbook gpufleet.preflight.reap"
+
+
 def build_processes_message(count, processes):
-    """What to do about running build processes; a container's init (pid 1) cannot be reaped, only restarted."""
+    """What to do about running build processes; a container's init (pid 1) cannot be reaped, only restarted. reap
+    ends only orphaned processes unless told ``reap_orphaned_only=false``: a hint that named reap alone for a live
+    (or setsid'd) build came back after every reap, which ended nothing (issue 39)."""
     message = "%d build process%s still running: %s" % (count, "" if count == 1 else "es", describe_processes(processes))
     inits = [proc for proc in processes if proc.get("pid") == 1]
     if inits and len(inits) == len(processes):
-        return message + ("; pid 1 is this node's (container's) init, which playbooks/reap.yml cannot end: it counts as "
+        return message + ("; pid 1 is this node's (container's) init, which %s cannot end: it counts as "
                           "long as the container runs; restart the container with another entry point, or raise "
-                          "preflight_max_build_processes")
+                          "preflight_max_build_processes" % REAP)
+    live = sum(1 for proc in processes if proc.get("pid") != 1 and not proc.get("orphaned"))
+    if live:
+        owners = ("it still has" if len(processes) == 1 else
+                  "%d of them still %s" % (live, "has" if live == 1 else "have"))
+        hint = ("; wait for them, or, if they are abandoned, end them with %s -e reap_orphaned_only=false (%s a "
+                "parent, and reap ends only orphaned processes unless told so)" % (REAP, owners))
+    else:
+        hint = "; wait for them, or end them with %s" % REAP
     if inits:
-        return message + ("; wait for them, or end them with playbooks/reap.yml (not pid 1, this container's init, "
-                          "which counts as long as the container runs)")
-    return message + "; wait for them, or end them with playbooks/reap.yml"
+        hint += " (not pid 1, this container's init, which counts as long as the container runs)"
+    return message + hint
 
 
 def check_memory_pressure(facts, policy):

@@ -139,11 +139,25 @@ def test_verdict_names_every_failed_check():
 def test_a_container_init_named_like_a_build_tool_is_not_sent_to_reap():
     only_init = _policy.check_build_processes({"build_processes": procs((1, "make", False, False, 90000))},
                                               policy(max_build_processes=0))
-    assert "pid 1 is this node's (container's) init, which playbooks/reap.yml cannot end" in only_init["message"]
-    assert "end them with playbooks/reap.yml" not in only_init["message"]
+    assert "pid 1 is this node's (container's) init, which ansible-playbook gpufleet.preflight.reap cannot end" \
+        in only_init["message"]
+    assert "end them with" not in only_init["message"]
     both = procs((1, "make", False, False, 90000), (40, "cc1plus", True, False, 60))
     mixed = _policy.check_build_processes({"build_processes": both}, policy())
-    assert "end them with playbooks/reap.yml (not pid 1" in mixed["message"]
+    assert "end them with ansible-playbook gpufleet.preflight.reap (not pid 1" in mixed["message"]
+
+
+def test_the_reap_hint_names_reap_orphaned_only_false_for_a_live_build():
+    """Issue 39: reap ends only orphans by default; a hint naming reap alone for a live (or setsid'd) build came back
+    after every reap, which ended nothing. The playbook is named as an installed collection runs it."""
+    live = _policy.check_build_processes({"build_processes": procs((40, "nvcc", False, False, 60))}, policy())
+    assert "end them with ansible-playbook gpufleet.preflight.reap -e reap_orphaned_only=false (it still has a parent" \
+        in live["message"] and "playbooks/reap.yml" not in live["message"], live["message"]
+    mixed = _policy.check_build_processes({"build_processes": procs((40, "nvcc", False, False, 60),
+                                                                    (41, "ninja", True, False, 60))}, policy())
+    assert "-e reap_orphaned_only=false (1 of them still has a parent" in mixed["message"], mixed["message"]
+    orphans = _policy.check_build_processes({"build_processes": procs((41, "ninja", True, False, 60))}, policy())
+    assert orphans["message"].endswith("; wait for them, or end them with ansible-playbook gpufleet.preflight.reap")
 
 
 def test_process_names_with_control_characters_are_escaped_in_the_message():
