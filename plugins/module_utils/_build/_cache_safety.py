@@ -11,6 +11,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
+import stat
 
 POLICIES = ("refuse", "warn")  # compiler_cache_dir_policy: what an unsafe cache directory does to the build
 
@@ -36,9 +37,14 @@ def unsafe_cache_reason(cache, above, entries, euid):
         if mode & 0o022 and not mode & 0o1000:
             return "%s, above the cache, is writable by %s without the sticky bit (mode %04o): they may replace " \
                    "the cache directory" % (path, _who(mode), mode & 0o7777)
-    for path, uid in entries:
+    for entry in entries:
+        path, uid = entry[0], entry[1]
         if uid != euid:
             return "the cache holds %s, owned by uid %d: that user may write objects into it" % (path, uid)
+        mode = entry[2] if len(entry) > 2 else 0
+        if stat.S_ISDIR(mode) and mode & 0o002:
+            return "the cache holds %s, writable by everyone (mode %04o): anyone may write objects into it" % (
+                path, mode & 0o7777)
     return None
 
 
@@ -47,18 +53,17 @@ def _who(mode):
 
 
 def cache_directory_levels(path, limit=4096):
-    """``(cache, above, entries)`` of ``path`` (symlinks resolved) for :func:`unsafe_cache_reason`; at most
-    ``limit`` top-level entries are looked at."""
+    """``(cache, above, entries)`` of ``path`` (symlinks resolved) for :func:`unsafe_cache_reason`. ``entries``:
+    ``(path, uid, mode)`` of the cache's top level and of the level below it (ccache and sccache keep their objects
+    in ``a/b/``: a foreign folder one level down was let through); at most ``limit`` entries in all."""
     real = os.path.realpath(path)
     cache, entries = None, []
     if os.path.isdir(real):
         info = os.stat(real)
         cache = (real, info.st_uid, info.st_mode)
-        try:
-            for name in sorted(os.listdir(real))[:limit]:
-                entries.append((os.path.join(real, name), os.lstat(os.path.join(real, name)).st_uid))
-        except OSError:
-            pass
+        entries = _entries(real, limit)
+        for folder in [entry[0] for entry in entries if stat.S_ISDIR(entry[2])]:
+            entries.extend(_entries(folder, limit - len(entries)))
     above, current = [], real
     while current != "/":
         current = os.path.dirname(current)
@@ -66,6 +71,18 @@ def cache_directory_levels(path, limit=4096):
             info = os.stat(current)
             above.append((current, info.st_uid, info.st_mode))
     return cache, above, entries
+
+
+def _entries(folder, limit):
+    """``(path, uid, mode)`` of at most ``limit`` entries of ``folder`` (lstat: a link is looked at, not followed)."""
+    found = []
+    try:
+        for name in sorted(os.listdir(folder))[:max(limit, 0)]:
+            info = os.lstat(os.path.join(folder, name))
+            found.append((os.path.join(folder, name), info.st_uid, info.st_mode))
+    except OSError:
+        pass
+    return found
 
 
 def check_cache_directory(path, policy, euid=None):

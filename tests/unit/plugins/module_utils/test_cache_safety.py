@@ -49,3 +49,26 @@ def test_real_directories(tmp_path):
     assert "compiler_cache_dir_policy=warn: building with it anyway" in check_cache_directory(str(mine), "warn")
     os.chmod(str(mine), 0o700)
     assert "not by the build's user" in check_cache_directory(str(mine), "warn", euid=os.geteuid() + 1)
+
+
+@pytest.mark.parametrize("entries, words", [
+    ([("/c/a", ME, 0o40755), ("/c/a/b", OTHER, 0o40755)], "the cache holds /c/a/b, owned by uid 1001"),
+    ([("/c/a", ME, 0o40777)], "the cache holds /c/a, writable by everyone (mode 0777)"),
+    ([("/c/a", ME, 0o40755), ("/c/a/obj", ME, 0o100666)], None),  # a file's own mode: what umask gave it
+])
+def test_the_rule_below_the_top(entries, words):
+    why = unsafe_cache_reason(("/c", ME, 0o40755), SAFE_ABOVE, entries, ME)
+    assert (why is None) if words is None else (words in why), why
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown to another uid needs root")
+def test_a_foreign_folder_one_level_down_is_refused(tmp_path):
+    """ccache keeps objects in ``<cache>/a/b/``: a second-level folder of another user passed (top level only)."""
+    cache = tmp_path / "cache"
+    (cache / "a" / "b").mkdir(parents=True)
+    for path in (tmp_path, cache, cache / "a", cache / "a" / "b"):
+        os.chmod(str(path), 0o755)
+    assert check_cache_directory(str(cache), "refuse") is None
+    os.chown(str(cache / "a" / "b"), os.geteuid() + 4242, -1)
+    with pytest.raises(ValueError, match="the cache holds .*/a/b, owned by uid"):
+        check_cache_directory(str(cache), "refuse")
