@@ -5,7 +5,7 @@
 
 ``cmake --version``, ``nvcc --list-gpu-arch``, ``gcc --version``... answer the same until the binary changes, and
 they were most of a build-profile run's CPU (nvcc alone forks a shell and cicc's helpers). A probe is remembered by
-the binary's identity - its resolved path, device, inode, size and modification time - so an upgrade, a reinstall or
+the binary's identity - its resolved path, device, inode, size, modification and change times - so an upgrade, a reinstall or
 a different toolkit on ``PATH`` is a new key. Only argument lists of version flags qualify (never nvidia-smi, never a
 Python probe whose answer depends on what is installed beside the interpreter) and only answers with exit status 0.
 
@@ -46,8 +46,14 @@ def probe_key(argv, stat_path=os.stat):
         info = stat_path(real)
     except OSError:
         return None
-    return "%s %s|%d:%d:%d:%d" % (real, " ".join(argv[1:]), info.st_dev, info.st_ino, info.st_size,
-                                  getattr(info, "st_mtime_ns", int(info.st_mtime * 1e9)))
+    # ctime last: a same-size rewrite in place with its mtime put back (touch -r, cp -p) keeps the other four, but
+    # no one can set ctime back (the kernel sets it to now at every write or utime).
+    return "%s %s|%d:%d:%d:%d:%d" % (real, " ".join(argv[1:]), info.st_dev, info.st_ino, info.st_size,
+                                     _ns(info, "st_mtime"), _ns(info, "st_ctime"))
+
+
+def _ns(info, field):
+    return getattr(info, field + "_ns", None) or int(getattr(info, field) * 1e9)
 
 
 def user_cache_path(name="node-facts-probes.json", environ=None, home=None):

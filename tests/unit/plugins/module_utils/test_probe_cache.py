@@ -9,6 +9,7 @@ __metaclass__ = type
 
 import json
 import os
+import time
 
 import pytest
 
@@ -169,3 +170,23 @@ def test_a_killed_runs_temp_file_is_removed_once_it_is_an_hour_old(tmp_path):
     run.save()
     assert sorted(name for name in os.listdir(str(tmp_path)) if name.startswith(".probes-")) == [".probes-fresh"]
     assert _probe_cache.load(cache)
+
+
+def test_a_same_size_rewrite_with_its_mtime_put_back_is_a_new_binary(tmp_path):
+    """Rewritten in place (same inode), same size, mtime restored with utime: path, inode, size and mtime all match;
+    the change time cannot be set back, so the old answer is not given."""
+    binary, cache = tool(tmp_path, text="#!/bin/sh\necho 1\n"), str(tmp_path / "probes.json")
+    inner = Counting()
+    first = _probe_cache.CachedRun(inner, cache)
+    first([binary, "--version"], 5)
+    first.save()
+    before = os.stat(binary)
+    time.sleep(0.02)
+    with open(binary, "r+") as handle:
+        handle.write("#!/bin/sh\necho 2\n")
+    os.utime(binary, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = os.stat(binary)
+    assert (after.st_ino, after.st_size, after.st_mtime_ns) == (before.st_ino, before.st_size, before.st_mtime_ns)
+    second = _probe_cache.CachedRun(inner, cache)
+    second([binary, "--version"], 5)
+    assert len(inner.calls) == 2 and second.misses == 1
