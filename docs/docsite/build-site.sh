@@ -45,6 +45,15 @@ html_use_modindex = False
 html_use_index = False
 html_copy_source = False
 nitpicky = True
+
+
+def _home_link(app, pagename, templatename, context, doctree):
+    # the theme's "documentation home" link is one fixed URL (docs.ansible.com's "/"): here, this site's front page
+    context['theme_documentation_home_url'] = context['pathto'](app.config.root_doc)
+
+
+def setup(app):
+    app.connect('html-page-context', _home_link)
 PY
 sphinx-build -M html "$src" "$dest/build" -c "$dest" -q -W --keep-going -j auto
 echo "docs site: $dest/build/html/index.html"
