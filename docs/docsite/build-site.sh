@@ -21,12 +21,24 @@ mkdir -p "$src/docs"
 cp docs/*.md "$src/docs/"
 cp -r docs/images "$src/docs/images"
 sed -i 's#](\.\./README\.md#](../index.md#g' "$src"/docs/*.md
-{
-    cat README.md
-    printf '\n```{toctree}\n:hidden:\n:caption: Guides\n:glob:\n\ndocs/*\n```\n'
-    printf '\n```{toctree}\n:hidden:\n:caption: Plugins and roles\n\n%s\n```\n' \
-        "collections/gpufleet/preflight/index"
-} > "$src/index.md"
+cp README.md "$src/index.md"
+cat >> "$src/index.md" <<'MD'
+
+```{toctree}
+:hidden:
+:caption: Guides
+:glob:
+
+docs/*
+```
+
+```{toctree}
+:hidden:
+:caption: Plugins and roles
+
+collections/gpufleet/preflight/index
+```
+MD
 cat > "$dest/conf.py" <<'PY'
 project = 'gpufleet.preflight'
 copyright = 'gpufleet.preflight contributors'

@@ -50,7 +50,7 @@ def links(rel):
     for target in LINK.findall(FENCE.sub("", read(rel))):
         if re.match(r"[a-z][a-z0-9+.-]*:", target):  # http:, https:, mailto:
             continue
-        path, _, fragment = target.partition("#")
+        path, _sep, fragment = target.partition("#")
         found.append((os.path.normpath(os.path.join(os.path.dirname(rel), path)) if path else rel, fragment))
     return found
 
