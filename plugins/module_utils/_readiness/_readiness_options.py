@@ -432,8 +432,9 @@ BY_NAME = dict((entry["name"], entry) for entry in OPTIONS)
 TASK_SPEC = dict(variable_prefix=dict(type="str"), ready_group=dict(type="str"))
 
 # The preflight role's and playbook's own variables that are no option (``unknown_variables`` knows them):
-# preflight_hosts (playbooks/preflight.yml), preflight_result and preflight_slurm_result (registered), preflight_gate.
-ROLE_VARIABLES = ("hosts", "result", "slurm_result", "gate")
+# preflight_hosts (playbooks/preflight.yml), preflight_result, preflight_slurm_result and preflight_left_out
+# (registered), preflight_gate.
+ROLE_VARIABLES = ("hosts", "result", "slurm_result", "left_out", "gate")
 
 
 def default(name):

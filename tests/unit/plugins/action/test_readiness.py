@@ -106,8 +106,8 @@ def test_valid_options_come_back_under_their_own_names_with_defaults():
 
 
 def test_unknown_prefixed_variables_are_named_with_the_nearest_option():
-    from ansible_collections.gpufleet.preflight.plugins.action.readiness import (unknown_variables,
-                                                                                unknown_variables_message)
+    from ansible_collections.gpufleet.preflight.plugins.action.readiness import unknown_variables
+    from ansible_collections.gpufleet.preflight.plugins.action.readiness import unknown_variables_message
     task_vars = {"preflight_min_avaliable_memory": "1GiB", "preflight_min_available_memory": "2GiB",
                  "preflight_result": {}, "preflight_hosts": "all", "preflight_report_dir": "/r", "preflight_qqq": 1,
                  "other_min_avaliable_memory": 1, "hostvars": {}}
