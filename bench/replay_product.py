@@ -39,8 +39,9 @@ class Launcher(replay.LongestFit):
             peak, seconds = sim.known.get(job.name, (None, None))
             waiting.append({"bytes": self.need(sim, job), "threads": 1, "seconds": seconds, "learned": bool(peak),
                             "since": entry[0], "entry": entry})
-        running = [{"bytes": run.reserved, "threads": 1, "learned": run.job.name in sim.known} for run in sim.running]
-        chosen = _admission_policy.pick_next(waiting, running, sim.budget, sim.cores, replay.MARGIN)
+        running = [{"bytes": run.reserved, "threads": 1, "learned": run.job.name in sim.known, "started": run.started,
+                    "seconds": sim.known.get(run.job.name, (None, None))[1]} for run in sim.running]
+        chosen = _admission_policy.pick_next(waiting, running, sim.budget, sim.cores, replay.MARGIN, sim.now)
         return chosen and (chosen["entry"], chosen["bytes"])
 
 

@@ -136,7 +136,7 @@ def test_the_temp_file_is_never_written_through_a_symlink(tmp_path):
     target = tmp_path / "ledger.json"
     for name in ("ledger.json.%d.tmp" % os.getpid(), "ledger.json.tmp"):
         os.symlink(str(victim), str(tmp_path / name))
-    _admission.save_json(str(target), {"a": 1})
+    _admission.node.save_json(str(target), {"a": 1})
     assert victim.read_text() == "keep" and json.loads(target.read_text()) == {"a": 1}
 
 
@@ -145,16 +145,16 @@ def test_a_sigkilled_launcher_takes_its_compiler_and_frees_its_reservation(tmp_p
     proc = launch(tmp_path, config, src, "long.c", mib=50, seconds=30)
     found = wait_until(lambda: (ledger(state).get(str(proc.pid)) or {}).get("child"))
     child = (ledger(state).get(str(proc.pid)) or {}).get("child")
-    hogcc = [pid for pid, ppid in _admission.parent_pids().items() if ppid == proc.pid]
+    hogcc = [pid for pid, ppid in _admission.node.parent_pids().items() if ppid == proc.pid]
     proc.kill()
     proc.wait()
     try:
         assert found and hogcc == [child], (ledger(state), hogcc)
         # the compiler (hogcc holding 50 MiB for 30 s) dies with it, so its reservation is reclaimed at once
-        assert wait_until(lambda: not _admission.pid_alive(child), 5), "the compiler outlived its SIGKILLed launcher"
+        assert wait_until(lambda: not _admission.node.pid_alive(child), 5), "the compiler outlived its SIGKILLed launcher"
     finally:
         for pid in hogcc:
-            if _admission.pid_alive(pid):
+            if _admission.node.pid_alive(pid):
                 os.kill(pid, signal.SIGKILL)
     quick = launch(tmp_path, config, src, "next.c")
     assert quick.communicate(timeout=30)[0] is not None and quick.returncode == 0

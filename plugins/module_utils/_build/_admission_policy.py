@@ -18,10 +18,12 @@ import signal
 import sys
 
 try:    # in the collection
-    from ansible_collections.gpufleet.preflight.plugins.module_utils._build._admission_settings import number
+    from ansible_collections.gpufleet.preflight.plugins.module_utils._build._admission_settings import digits, number
+    from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _admission_threads as threads_rule
 except ImportError:     # beside the build: the launcher's folder is on sys.path
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from _admission_settings import number  # pylint: disable=import-error
+    from _admission_settings import digits, number  # pylint: disable=import-error
+    import _admission_threads as threads_rule  # pylint: disable=import-error
 
 SOURCE_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx", ".c", ".C", ".c++")
 
@@ -64,20 +66,6 @@ def flags_id(argv):
     return hashlib.sha1(" ".join(picked).encode()).hexdigest()[:8] if picked else None
 
 
-def threads_of(argv, cpus=1):
-    """The CPUs a compile uses: nvcc's ``--threads N`` / ``-t N`` (0: all of them), else 1; at most its -gencode
-    count when it names any (nvcc runs one arch's cicc/ptxas per thread, never one arch on two)."""
-    args, archs = list(argv), arch_count(argv)
-    for index, arg in enumerate(args):
-        name, _sep, value = arg.partition("=")
-        if name in ("--threads", "-t"):
-            value = value or (args[index + 1] if index + 1 < len(args) else "")
-            if value.isdigit():
-                threads = int(value) or cpus
-                return min(threads, archs) if archs else threads
-    return 1
-
-
 def valid_peak(entry):
     """A peaks.json entry as the launcher wrote it, or None (a number, a list, NaN, "4GiB", a string ``seconds``,
     a negative or zero peak: never seen - a negative peak would lift the budget of every other compile)."""
@@ -99,10 +87,11 @@ def phases_of(entry):
 
 def valid_entry(pid, entry):
     """Whether a ledger entry is one a launcher wrote (a bad one is dropped, never trusted)."""
-    return (str(pid).isdigit() and isinstance(entry, dict) and entry.get("state") in ("waiting", "running")
+    return (digits(str(pid)) is not None and isinstance(entry, dict) and entry.get("state") in ("waiting", "running")
             and all(number(entry.get(name)) is not None for name in ("bytes", "since"))
             and all(entry.get(name) is None or number(entry.get(name)) is not None
-                    for name in ("seconds", "started", "child", "threads", "budget", "cpus", "pid_start", "child_start"))
+                    for name in ("seconds", "started", "child", "threads", "budget", "cpus", "pid_start", "child_start",
+                                 "live", "rate", "frozen", "frozen_seconds", "self_bytes", "ceiling"))
             and (entry.get("options") is None or (isinstance(entry["options"], list) and 0 < len(entry["options"]) <= 1024
                                                   and all(number(o) is not None for o in entry["options"]))))
 
@@ -150,21 +139,36 @@ def still_arriving(waiting, now, settle, patience=10):
     return now - newest < settle and now - oldest < patience * settle
 
 
-def pick_next(waiting, running, budget, cpus, margin=1.0):
+def pick_next(waiting, running, budget, cpus, margin=1.0, now=None, overhead=0):
     """The waiting compile to start now, or None. Each entry: ``bytes``, ``threads``, ``seconds`` (learned, None if
-    not), ``learned`` (it finished before), ``since``; ``budget``/``cpus`` of its own build override the arguments;
-    ``options`` (an nvcc compile of several archs): the bytes it needs at 1, 2, ... threads.
+    not), ``learned`` (it finished before), ``since``; ``budget``/``cpus``/``ceiling`` of its own build (live: re-read
+    at each decision) override the arguments; ``options`` (an nvcc compile of several archs): the bytes it needs at
+    1, 2, ... threads. ``overhead``: what the launchers themselves hold (issue 35 item 5).
 
     Among those that fit - their ``load`` beside what runs within the budget, their threads beside the running ones
-    within the CPUs, no second unlearned one beside an unlearned one - the longest expected first (the longest
-    compiles bound the makespan; ties: first come). With nothing running, the longest waiting always starts. One
-    with ``options`` comes back as a copy with the ``threads`` and ``bytes`` it starts with (``threads_for``)."""
-    def fits(e, beside):
-        return (load(beside + [e], margin) <= e.get("budget", budget)
-                and sum(b.get("threads") or 1 for b in beside + [e]) <= e.get("cpus", cpus)
-                and not (not e.get("learned") and any(not b.get("learned") for b in beside)))
+    within the CPUs - the longest expected first (the longest compiles bound the makespan; ties: first come). An
+    unlearned one claims its default, at most its share of the budget per CPU: it starts wide, and the freeze
+    (_admission_pressure) stops its growth before the budget. A learned one whose peak is over its build's ceiling
+    waits, whatever runs (it would start into the OOM killer: issue 35 item 2). When the longest waiting one does not
+    fit beside what runs, nothing else starts unless it is expected to end before enough of the running ones end for
+    the longest to fit (no starvation: item 3). One with ``options`` comes back as a copy with the ``threads`` and
+    ``bytes`` it starts with (``threads_for``)."""
+    now = max([e["since"] for e in waiting] + [0]) if now is None else now
 
+    def room(e):
+        return e.get("budget", budget) - overhead
+
+    def fits(e, beside):
+        return (load(beside + [e], margin) <= room(e)
+                and sum(b.get("threads") or 1 for b in beside + [e]) <= e.get("cpus", cpus))
+
+    waiting = [e if e.get("learned") else dict(e, bytes=claim(e, room(e), e.get("cpus", cpus))) for e in waiting
+               if runnable_alone(e, budget, margin)]
     fitting = [e for e in waiting if not running or fits(e, list(running))]
+    head = max(waiting, key=start_order) if waiting else None
+    if head is not None and head not in fitting and load(list(running) + [head], margin) > room(head):
+        shadow = drained_by(head, running, room(head), margin)
+        fitting = [e for e in fitting if e.get("seconds") and now + e["seconds"] <= shadow < float("inf")]
     if not fitting:
         return None
     pick = max(fitting, key=start_order)
@@ -175,7 +179,7 @@ def pick_next(waiting, running, budget, cpus, margin=1.0):
     for other in sorted((e for e in fitting if e is not pick), key=start_order, reverse=True):
         if fits(other, beside):
             beside.append(other)
-    chosen = threads_for(pick["options"], pick.get("budget", budget) - load(beside, margin),
+    chosen = threads_rule.threads_for(pick["options"], pick.get("budget", budget) - load(beside, margin),
                          pick.get("cpus", cpus) - sum(b.get("threads") or 1 for b in beside))
     # a compile longer than the rest of the build spread over the CPUs (or over the memory: learned seconds x bytes
     # / budget, whichever is longer) bounds the makespan: it takes its threads first (up to seconds / that span),
@@ -183,7 +187,7 @@ def pick_next(waiting, running, budget, cpus, margin=1.0):
     span = max(sum((e.get("seconds") or 0) * (e.get("threads") or 1) for e in waiting) / float(pick.get("cpus", cpus)),
                sum((e.get("seconds") or 0) * e["bytes"] for e in waiting) / float(pick.get("budget", budget)))
     if span > 0 and (pick.get("seconds") or 0) > span:
-        critical = threads_for(pick["options"][:int(math.ceil(pick["seconds"] / span))],
+        critical = threads_rule.threads_for(pick["options"][:int(math.ceil(pick["seconds"] / span))],
                                pick.get("budget", budget) - load(list(running) + [pick], margin),
                                pick.get("cpus", cpus) - sum(b.get("threads") or 1 for b in list(running) + [pick]))
         chosen = max(chosen, critical)
@@ -200,89 +204,35 @@ def load(entries, margin=1.0):
             + (max(learned) * (margin - 1) if learned else 0))
 
 
+def claim(entry, room, cpus):
+    """What an unlearned compile reserves when it starts: its default need, at most the room per CPU (a cold build
+    starts as wide as the CPUs; what it really needs is watched and frozen, not guessed)."""
+    return int(max(min(entry["bytes"], room / float(max(cpus, 1))), 1))
+
+
+def runnable_alone(entry, budget, margin):
+    """Whether ``entry`` may ever start on this budget: an unlearned one always (nothing says it cannot); a learned one
+    when its peak (without the margin: alone, nothing else grows) fits its build's ceiling."""
+    if not entry.get("learned"):
+        return True
+    return entry["bytes"] / float(margin) <= entry.get("ceiling", entry.get("budget", budget))
+
+
+def drained_by(head, running, room, margin):
+    """When ``head`` will fit, as running compiles end at their learned times (inf when one is unlearned)."""
+    ends = sorted(((r["started"] + r["seconds"]) if r.get("learned") and r.get("seconds") and r.get("started") is not None
+                   else float("inf"), index) for index, r in enumerate(running))
+    left = list(running)
+    for end, index in ends:
+        left.remove(running[index])
+        if load(left + [head], margin) <= room:
+            return end
+    return float("inf")
+
+
 def start_order(entry):
     """Longest expected first, then first come."""
     return (entry.get("seconds") or 0, -entry["since"])
-
-
-def threads_for(options, spare_bytes, spare_cpus):
-    """The most threads (1 at least) whose extra bytes over one thread fit ``spare_bytes`` and extra threads
-    ``spare_cpus``."""
-    best = 1
-    for threads in range(2, len(options) + 1):
-        if threads - 1 <= spare_cpus and options[threads - 1] - options[0] <= spare_bytes:
-            best = threads
-    return best
-
-
-# -- nvcc threads per source (issue 29 item 3) ------------------------------------------------------------------------
-_GENCODE = re.compile(r"^(-gencode|--generate-code)(=|$)")
-
-
-def arch_count(argv):
-    """How many -gencode / --generate-code targets a compile has: nvcc --threads runs that many cicc/ptxas side by
-    side at most (it never splits one arch)."""
-    return sum(1 for arg in argv if _GENCODE.match(arg))
-
-
-def is_nvcc(argv):
-    """Whether the compiler (after any cache launcher: ccache nvcc ...) is nvcc."""
-    return any(os.path.basename(arg).startswith("nvcc") for arg in list(argv)[:3])
-
-
-def with_threads(argv, threads):
-    """``argv`` with nvcc's thread count set to ``threads``: every --threads/-t (=N or N) replaced by one, else added
-    at the end (nvcc reads options anywhere; the first words may be a cache launcher)."""
-    args, out, index = list(argv), [], 0
-    while index < len(args):
-        name, sep, _value = args[index].partition("=")
-        if name in ("--threads", "-t"):
-            index += 1 if sep or index + 1 >= len(args) else 2
-            continue
-        out.append(args[index])
-        index += 1
-    return out + ["--threads=%d" % threads]
-
-
-def thread_points(entry):
-    """``{threads: peak_bytes}`` measured for a learned source (by_threads in peaks.json; malformed ones dropped)."""
-    points = (entry or {}).get("by_threads")
-    if not isinstance(points, dict):
-        return {}
-    return dict((int(t), int(p)) for t, p in points.items() if str(t).isdigit() and int(t) >= 1 and number(p, 1))
-
-
-def peak_at(entry, threads, archs):
-    """The expected peak of a learned source at ``threads`` nvcc threads, from the peaks measured at other counts.
-    The model: peak(t) = base + min(t, archs) x per-arch increment - t cicc/ptxas side by side - fitted (least
-    squares, neither part below 0) through the points of 2 threads or more; one point (t0, p0) gives per-arch
-    p0 / t0 and base 0 (an upper bound: the real base is not negative). Measured on nvcc 13.0 (docs/benchmarks.md):
-    at one thread the peak can be the host front end (cudafe++), not cicc, so the 1-thread point only floors the
-    estimate, unless it is the only one. Never below a point measured at fewer threads; below every measured
-    count, the smallest count's peak (the peak does not fall as threads are added). A measured point is used as is."""
-    points = dict((min(t, archs), p) for t, p in thread_points(entry).items()) or {1: int(entry["peak_bytes"])}
-    threads = min(threads, archs)
-    if threads in points:
-        return points[threads]
-    below = [p for t, p in points.items() if t < threads]
-    if not below:
-        return points[min(points)]
-    parallel = dict((t, p) for t, p in points.items() if t >= 2) or points
-    if len(parallel) >= 2:
-        base, per = fit_threads(parallel)
-    else:
-        (count, peak), = parallel.items()
-        base, per = 0.0, peak / float(count)
-    return int(max([base + per * threads] + below))
-
-
-def fit_threads(points):
-    """(base, per-thread increment) of the least-squares line through ``{threads: peak}`` (two or more threads)."""
-    count = float(len(points))
-    mean_t, mean_p = sum(points) / count, sum(points.values()) / count
-    spread = sum((t - mean_t) ** 2 for t in points)
-    per = max(sum((t - mean_t) * (p - mean_p) for t, p in points.items()) / spread, 0.0)
-    return max(mean_p - per * mean_t, 0.0), per
 
 
 def thread_options(peaks, key, top, archs, per_thread_default, margin):
@@ -293,7 +243,7 @@ def thread_options(peaks, key, top, archs, per_thread_default, margin):
     entry, learned = valid_peak((peaks or {}).get(key)) if key else None, known(peaks, key) is not None
     if not learned:
         return [max(int(per_thread_default), int(entry["peak_bytes"] * margin) if entry else 0)]
-    return [int(peak_at(entry, threads, archs) * margin) for threads in range(1, max(int(top), 1) + 1)]
+    return [int(threads_rule.peak_at(entry, threads, archs) * margin) for threads in range(1, max(int(top), 1) + 1)]
 
 
 def killed_by_signal(rc):
@@ -303,12 +253,16 @@ def killed_by_signal(rc):
     return rc < 0 or rc - 128 in (signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
-def reservation(entry, live_bytes, margin, phases=(), position=0):
+def reservation(entry, live_bytes, margin, phases=(), position=0, peak_bytes=0):
     """What a running compile holds in the ledger now. Learned with phases: what it holds now or the largest phase
-    still ahead (from ``position``), times the margin - it follows the compile down as cicc ends. Otherwise what
-    it reserved (or claimed, when unlearned), or more once it holds more."""
+    still ahead (from ``position``), times the margin - it follows the compile down as cicc ends - and never below its
+    learned peak (``peak_bytes``) until the phase that reached it is over (issue 35 item 4: the sampled phases may
+    miss the top that ``ru_maxrss`` saw). Otherwise what it reserved (or claimed, when unlearned), or more once it
+    holds more."""
     if phases:
-        return int(max([live_bytes] + [size for _name, size in phases[position:]]) * margin)
+        ahead = [size for _name, size in phases[position:]]
+        top = max(range(len(phases)), key=lambda index: phases[index][1])
+        return int(max([live_bytes] + ahead + ([peak_bytes] if position <= top else [])) * margin)
     return max(int(entry["bytes"]), int(live_bytes * margin))
 
 
@@ -333,7 +287,8 @@ def tree_members(stats, root):
     return members
 
 
-def record(peaks, key, peak_bytes, seconds, killed, now, phases=None, threads=None, stopped=False):
+def record(peaks, key, peak_bytes, seconds, killed, now, phases=None, threads=None, stopped=False, known_before=None,
+           cache_hit=False):
     """The peaks with this compile's measurement: the last measurement wins (sources change); a compile killed by a
     signal (the OOM killer, a back-off) did not finish its peak, so it keeps the larger of this and what was known
     (and is not "learned" until it finishes) - ``stopped`` when a stop asked for it (what it held then says nothing
@@ -344,15 +299,19 @@ def record(peaks, key, peak_bytes, seconds, killed, now, phases=None, threads=No
         return peaks
     peak = int(peak_bytes)
     previous = valid_peak(peaks.get(key)) or {}
+    # what the node knew of it, its own entry or a seed's (issue 36 finding 1: a hit on a source known only from the
+    # fleet seed was learned as its peak and won over the seed)
+    reference = previous or valid_peak((known_before or {}).get(key)) or {}
     if killed:
         peak = max(peak, int(previous.get("peak_bytes") or 0))
-    elif previous.get("seconds") and not previous.get("killed") \
-            and float(seconds) < 0.25 * float(previous["seconds"]) and peak < int(previous["peak_bytes"]):
-        peaks[key] = dict(previous, runs=count(previous, "runs") + 1, cache_hits=count(previous, "cache_hits") + 1)
+    elif cache_hit or (reference.get("seconds") and not reference.get("killed")
+                       and float(seconds) < 0.25 * float(reference["seconds"]) and peak < int(reference["peak_bytes"])):
+        if previous:
+            peaks[key] = dict(previous, runs=count(previous, "runs") + 1, cache_hits=count(previous, "cache_hits") + 1)
         return peaks
     peaks[key] = {"peak_bytes": peak, "seconds": round(float(seconds), 1), "killed": bool(killed), "at": int(now),
                   "runs": count(previous, "runs") + 1}
-    points = thread_points(previous)
+    points = threads_rule.thread_points(previous)
     if threads and not killed:
         points[int(threads)] = peak   # the per-threads peaks the model is fitted through (the last one of each wins)
     if points:
@@ -364,6 +323,17 @@ def record(peaks, key, peak_bytes, seconds, killed, now, phases=None, threads=No
     elif previous.get("phases"):
         peaks[key]["phases"] = previous["phases"]
     return peaks
+
+
+CACHE_LAUNCHERS = ("ccache", "sccache", "buildcache")
+COMPILERS_PROPER = ("cc1", "cc1plus", "cicc", "ptxas", "cudafe++", "fatbinary", "nvlink", "clang", "clang++")
+
+
+def cache_hit(argv, phases):
+    """Whether a compile through a cache launcher (``ccache nvcc ...``) was answered from the cache: no compiler proper
+    (cc1plus, cicc, ptxas...) was seen in its process tree. A hit's memory and time say nothing of the source."""
+    cached = any(os.path.basename(arg) in CACHE_LAUNCHERS for arg in list(argv)[:2])
+    return cached and not any(name in COMPILERS_PROPER for name, _size in phases or ())
 
 
 def count(entry, name):
@@ -388,14 +358,21 @@ def merge_peaks(*tables):
 def merge_fleet_peaks(*tables):
     """The fleet's peaks from every node's peaks.json (the controller's merge, seeding the next build): valid entries
     only, as the launcher reads them; per key the largest finished peak (the safe seed), a killed one only where no
-    node finished the source."""
-    merged = {}
+    node finished the source; its thread points the largest of each count over the finished entries (issue 36
+    finding 2: the winner's own points were kept unchecked, so one node's small point was every node's)."""
+    merged, points = {}, {}
     for table in tables:
         for key, entry in (table if isinstance(table, dict) else {}).items():
             entry, before = valid_peak(entry), merged.get(key)
-            if entry and isinstance(key, str) and (not before or (not entry.get("killed"), entry["peak_bytes"])
-                                                   > (not before.get("killed"), before["peak_bytes"])):
+            if not entry or not isinstance(key, str):
+                continue
+            if not entry.get("killed"):
+                for threads, peak in threads_rule.thread_points(entry).items():
+                    points.setdefault(key, {})[threads] = max(peak, points.get(key, {}).get(threads, 0))
+            if not before or (not entry.get("killed"), entry["peak_bytes"]) > (not before.get("killed"), before["peak_bytes"]):
                 merged[key] = entry
+    for key, found in points.items():
+        merged[key] = dict(merged[key], by_threads=dict((str(t), p) for t, p in sorted(found.items())))
     return merged
 
 
@@ -414,7 +391,7 @@ def too_big(peaks, budget_bytes, tree=None, margin=1.0):
     for key, entry in merge_peaks(peaks).items():
         if not key.startswith(prefix) or entry.get("stopped"):
             continue
-        least = min(list(thread_points(entry).values()) or [int(entry["peak_bytes"])])
+        least = min(list(threads_rule.thread_points(entry).values()) or [int(entry["peak_bytes"])])
         if least * (margin if entry.get("killed") else 1) > budget_bytes:
             found.append((key, int(least), oom_killed(entry)))
     return sorted(found)
@@ -432,10 +409,12 @@ def learned_from_oom(before, after):
     return found
 
 
-def too_big_message(big, budget_bytes):
-    """What a person reads for ``too_big``'s answer ('' for none)."""
+def too_big_message(big, budget_bytes, smallest_limit=None):
+    """What a person reads for ``too_big``'s answer ('' for none): each source and its need, and the smallest memory
+    limit that builds them (``smallest_limit``)."""
     if not big:
         return ""
-    return "the budget of %.1f GiB is below what these sources need alone: %s" % (budget_bytes / 1024.0 ** 3, ", ".join(
+    return "the budget of %.1f GiB is below what these sources need alone: %s%s" % (budget_bytes / 1024.0 ** 3, ", ".join(
         ("%s (more than %.1f GiB: OOM-killed holding that)" if killed else "%s (%.1f GiB, held when compiled)")
-        % (key, peak / 1024.0 ** 3) for key, peak, killed in big))
+        % (key, peak / 1024.0 ** 3) for key, peak, killed in big),
+        "; the smallest memory limit that builds them: %.1f GiB" % (smallest_limit / 1024.0 ** 3) if smallest_limit else "")

@@ -21,7 +21,8 @@ DEFAULTS = {
     "root": None,               # project source root: keys are paths relative to it
     "tree": None,               # the tree's identity (name, version, archs): keys of different trees never mix
     "budget_bytes": None,       # None: the cgroup's memory limit (else MemAvailable at start)
-    "reserve_bytes": 512 * 1024 ** 2,   # ninja, cmake, pip and the page cache inside the cgroup
+    "reserve_bytes": None,      # ninja, cmake, pip and the page cache inside the cgroup (None: scaled to the limit,
+                                # ``auto_reserve``; the launchers count their own memory in the ledger)
     "default_bytes": 5 * 1024 ** 3,     # a source never seen: memory per nvcc thread ...
     "default_times": 1,                 # ... x nvcc threads
     "margin": 1.15,
@@ -33,7 +34,17 @@ DEFAULTS = {
     "threads_per_source": True,  # an nvcc compile of several -gencode targets gets the --threads its learned peaks,
                                  # the free CPUs and memory allow (its own --threads value is replaced)
     "max_threads": None,        # at most this many nvcc threads per compile (None: its -gencode count, the CPUs)
+    "freeze": True,             # freeze (SIGSTOP of its process group) the compile furthest from done when the running
+                                # set's growth would cross the budget, instead of starting the unknown ones one at a time
+    "oversize_wait_seconds": 900,  # a learned source above the live budget waits this long for the budget to come back,
+                                   # then fails naming its need (never started into the OOM killer)
 }
+
+# The launcher's files, as written beside a build (source in _build/, name beside the build): the one list that
+# guarded_build's admission option and the sgl_kernel role copy (tests/unit/plugins/module_utils/test_admission_setup.py holds both).
+LAUNCHER_FILES = (("_admission.py", "gpufleet_admit.py"), ("_admission_policy.py", "_admission_policy.py"),
+                  ("_admission_settings.py", "_admission_settings.py"), ("_admission_pressure.py", "_admission_pressure.py"),
+                  ("_admission_threads.py", "_admission_threads.py"), ("_admission_node.py", "_admission_node.py"))
 
 NUMBER_CEILING = 2 ** 63   # no size, pid, time or count this file reads comes near it; above it, margin x peak overflows
 
@@ -48,12 +59,45 @@ def number(value, low=0):
     return value if low <= value < NUMBER_CEILING else None
 
 
-def budget(config, limit=None, available=None):
-    """The bytes compiles may reserve together: the configured budget and the cgroup limit (the smaller), less the
-    reserve; without either, what is available now."""
+def digits(value):
+    """``value`` (a str or int) as a whole number >= 0 when written in ASCII digits only, else None: ``str.isdigit``
+    is true for "²" and "١", which ``int`` refuses or reads as another number (issue 36 finding 4)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value if 0 <= value < NUMBER_CEILING else None
+    if not isinstance(value, str) or not value or len(value) > 18 or value.strip("0123456789"):
+        return None
+    return int(value)
+
+
+def auto_reserve(base):
+    """The reserve for a limit of ``base`` bytes when none is set: 6 % of it, between 32 MiB and 512 MiB - ninja and
+    CMake need tens of MiB, not half of a 1,000 MiB cgroup (issue 35 item 6); the launchers count themselves."""
+    return int(min(512 * 1024 ** 2, max(32 * 1024 ** 2, 0.06 * base)))
+
+
+ALONE_RESERVE = 64 * 1024 ** 2   # what ninja, CMake and a launcher hold beside one compile running alone
+
+
+def base_bytes(config, limit=None, available=None, held=0):
+    """The memory the build's compiles share: the configured budget and the cgroup limit (the smaller), re-read at each
+    decision; without either, what is available now plus what the running compiles hold (MemAvailable already
+    leaves their memory out)."""
     candidates = [b for b in (config.get("budget_bytes"), limit) if b]
-    base = min(candidates) if candidates else (available or 0)
-    return max(int(base) - int(config.get("reserve_bytes") or 0), 1)
+    return int(min(candidates)) if candidates else int((available or 0) + held)
+
+
+def budget(config, limit=None, available=None, held=0):
+    """The bytes compiles may reserve together: ``base_bytes`` less the reserve (``auto_reserve`` when unset)."""
+    base = base_bytes(config, limit, available, held)
+    reserve = config.get("reserve_bytes")
+    return max(base - int(auto_reserve(base) if reserve is None else reserve), 1)
+
+
+def ceiling(config, limit=None, available=None, held=0):
+    """What one compile running alone may hold: ``base_bytes`` less what ninja and CMake need beside it (never less
+    than the budget). A source is too big for a node only above this (a resumed build in a cgroup just big enough)."""
+    base = base_bytes(config, limit, available, held)
+    return max(base - ALONE_RESERVE, budget(config, limit, available, held))
 
 
 # The project's one size rule (plugins/module_utils/_human.parse_size_option, held to the same answers by a table
@@ -100,7 +144,7 @@ def checked_config(settings):
         if config[name] is not None:
             config[name] = parse_size(name, config[name])
     for name, low in (("default_times", 1), ("margin", 1), ("poll_seconds", 0.01), ("sample_seconds", 0.01),
-                      ("settle_seconds", 0)):
+                      ("settle_seconds", 0), ("oversize_wait_seconds", 0)):
         if number(config[name], low) is None:
             raise ValueError("%s: %r is not a number >= %s" % (name, config[name], low))
     for name in PATHS + ("tree",):
@@ -109,8 +153,9 @@ def checked_config(settings):
     for name in ("cpus", "max_threads"):
         if config[name] is not None and not number(config[name], 1):
             raise ValueError("%s: %r is not a number >= 1" % (name, config[name]))
-    if not isinstance(config["threads_per_source"], bool):
-        raise ValueError("threads_per_source: %r is not true or false" % (config["threads_per_source"],))
+    for name in ("threads_per_source", "freeze"):
+        if not isinstance(config[name], bool):
+            raise ValueError("%s: %r is not true or false" % (name, config[name]))
     seeds = config["seed_peaks"]
     if seeds is not None and not (isinstance(seeds, list) and all(isinstance(p, str) for p in seeds)):
         raise ValueError("seed_peaks: %r is not a list of paths" % (seeds,))

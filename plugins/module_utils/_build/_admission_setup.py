@@ -2,7 +2,7 @@
 # Copyright: gpufleet.preflight contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Memory admission as a guarded_build capability (issue 29 item 4): its ``admission`` option puts the admission
-launcher (_admission.py + _admission_policy.py + _admission_settings.py, written beside the build) in front of every CUDA, C++ and C compile
+launcher (the files of ``_admission_settings.LAUNCHER_FILES``, written beside the build) in front of every CUDA, C++ and C compile
 of any CMake project - ``CMAKE_<LANG>_COMPILER_LAUNCHER`` in the environment (plain CMake >= 3.17 reads it) and in
 ``CMAKE_ARGS`` (scikit-build-core, setup.py builds), where a compiler cache's launcher is appended after it - and of
 a torch extension (``torch.utils.cpp_extension``, flash-attention's way), whose ninja file runs ``$CXX`` and
@@ -22,11 +22,16 @@ import sys
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _admission
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _admission_settings as settings_rule
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _admission_policy as policy
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _admission_pressure as pressure
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _admission_threads as threads_rule
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _admission_node as node
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build._build_engine import BuildError
 from ansible_collections.gpufleet.preflight.plugins.module_utils._human import parse_size_option
 
 FOLDER = "gpufleet-admission"
 LAUNCHER = "gpufleet_admit.py"
+MODULES = {"_admission.py": _admission, "_admission_policy.py": policy, "_admission_settings.py": settings_rule,
+           "_admission_pressure.py": pressure, "_admission_threads.py": threads_rule, "_admission_node.py": node}
 
 
 def admission_settings(settings, build_dir, source):
@@ -56,9 +61,9 @@ def with_admission(env, settings, build_dir, source, python=None):
         folder = os.path.join(build_dir, FOLDER)
         if not os.path.isdir(folder):
             os.makedirs(folder)
-        for name, module in ((LAUNCHER, _admission), ("_admission_policy.py", policy), ("_admission_settings.py", settings_rule)):
+        for source, name in settings_rule.LAUNCHER_FILES:
             with open(os.path.join(folder, name), "w") as handle:
-                handle.write(inspect.getsource(module))
+                handle.write(inspect.getsource(MODULES[source]))
         config_path = os.path.join(folder, "config.json")
         with open(config_path, "w") as handle:
             json.dump(config, handle, indent=1, sort_keys=True)

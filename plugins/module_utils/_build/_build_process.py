@@ -23,6 +23,8 @@ import signal
 import subprocess
 import sys
 
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._admission_settings import digits
+
 # the variable every process of the build inherits: its value names the run (run id, module pid and start time)
 MARKER_VARIABLE = "GPUFLEET_BUILD_RUN"
 
@@ -182,9 +184,10 @@ def dead_runs_marker(marker, proc="/proc"):
         return False
     name, value = marker.split("=", 1)
     parts = value.rsplit(":", 2)
-    if name != MARKER_VARIABLE or len(parts) != 3 or not parts[0] or not parts[1].isdigit() or not parts[2].isdigit():
-        return False
-    return not owner_alive(int(parts[1]), int(parts[2]), proc)
+    pid, start = (digits(part) for part in parts[1:]) if len(parts) == 3 else (None, None)
+    if name != MARKER_VARIABLE or not parts[0] or pid is None or start is None:
+        return False    # "²" passes str.isdigit() and fails int() (issue 36 finding 4)
+    return not owner_alive(pid, start, proc)
 
 
 def kill_session(sid, proc="/proc", rounds=5, spare=()):

@@ -9,41 +9,12 @@ __metaclass__ = type
 
 import io
 import json
-import os
 
 import pytest
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _admission as admission
 
 GIB = 1024 ** 3
-
-
-def test_parent_pids_and_resident_bytes_of_this_process(tmp_path):
-    """Real /proc: this process's parent and resident size; a stat whose command name holds ") (" is read right."""
-    parents = admission.parent_pids()
-    assert parents[os.getpid()] == os.getppid()
-    assert admission.resident_bytes([os.getpid()]) > 1024 * 1024
-    assert admission.resident_bytes([2 ** 22 + 7]) == 0   # no such process: nothing
-    fake = tmp_path / "proc" / "42"
-    fake.mkdir(parents=True)
-    (fake / "stat").write_bytes(b"42 (cc ) (x) S 7 42 42 0 -1")
-    assert admission.parent_pids(str(tmp_path / "proc")) == {42: 7}
-
-
-def test_cgroup_limit_v1_and_v2(tmp_path):
-    (tmp_path / "memory" / "build").mkdir(parents=True)
-    (tmp_path / "memory" / "build" / "memory.limit_in_bytes").write_text(str(4 * GIB))
-    (tmp_path / "memory" / "memory.limit_in_bytes").write_text("9223372036854771712")   # unlimited
-    (tmp_path / "v2" / "b").mkdir(parents=True)
-    (tmp_path / "v2" / "b" / "memory.max").write_text(str(3 * GIB))
-    (tmp_path / "v2" / "memory.max").write_text("max")
-    v1 = tmp_path / "v1.cgroup"
-    v1.write_text("4:memory:/build\n0::/\n")
-    assert admission.cgroup_limit(str(v1), str(tmp_path)) == 4 * GIB
-    v2 = tmp_path / "v2.cgroup"
-    v2.write_text("0::/b\n")
-    assert admission.cgroup_limit(str(v2), str(tmp_path / "v2")) == 3 * GIB
-    assert admission.cgroup_limit(str(tmp_path / "none"), str(tmp_path)) is None
 
 
 def test_load_config_refuses_unknown_keys_and_decimal_units_naming_them(tmp_path):

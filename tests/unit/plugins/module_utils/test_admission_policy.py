@@ -11,6 +11,7 @@ __metaclass__ = type
 import pytest
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _admission_policy as policy
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _admission_threads as threads_rule
 
 GIB = 1024 ** 3
 
@@ -52,17 +53,26 @@ def job(name, gib, seconds=None, threads=1, learned=True, since=0):
 @pytest.mark.parametrize("waiting, running, budget_gib, cpus, picked", [
     # the longest learned compile that fits starts first, not the first come
     ([job("a", 1, 10, since=1), job("b", 1, 300, since=2), job("c", 1, 60, since=3)], [], 16, 4, "b"),
-    # the longest does not fit beside what runs: the longest that does
-    ([job("heavy", 14, 300), job("light", 2, 30)], [job("r", 3, 100)], 16, 4, "light"),
+    # the longest does not fit beside what runs: a shorter one only when it ends before the longest could start
+    # (r ends at 100 s), else nothing starts and the machine drains for the longest (issue 35 item 3)
+    ([job("heavy", 14, 300), job("light", 2, 30)], [dict(job("r", 3, 100), started=0)], 16, 4, "light"),
+    ([job("heavy", 14, 300), job("light", 2, 200)], [dict(job("r", 3, 100), started=0)], 16, 4, None),
+    ([job("heavy", 14, 300), job("light", 2, 30)], [job("r", 3, learned=False)], 16, 4, None),
     # nothing fits in memory
     ([job("heavy", 14, 300)], [job("r", 3, 100)], 16, 4, None),
-    # alone it always runs, even above the budget or the CPUs
-    ([job("huge", 20, 300, threads=8)], [], 16, 4, "huge"),
+    # alone, above the CPUs it runs; above the budget, a learned one waits (issue 35 item 2), an unlearned one runs
+    ([job("many", 1, 300, threads=8)], [], 16, 4, "many"),
+    ([job("huge", 20, 300)], [], 16, 4, None),
+    ([job("huge", 20, 300), job("small", 1, 10)], [], 16, 4, "small"),
+    ([dict(job("fits", 20, 300), ceiling=20 * GIB)], [], 16, 4, "fits"),
+    ([job("new", 20, learned=False)], [], 16, 4, "new"),
     # the CPUs, counting nvcc --threads: 3 of 4 used, a 2-thread compile waits, a 1-thread one starts
     ([job("t2", 1, 100, threads=2), job("t1", 1, 10)], [job("r", 1, 100, threads=3)], 16, 4, "t1"),
     ([job("t1", 1, 10)], [job("r", 1, 100, threads=4)], 16, 4, None),
-    # an unlearned one never starts beside another unlearned one; a learned one may start beside it (if it fits)
-    ([job("new", 1, learned=False)], [job("r", 1, learned=False)], 16, 4, None),
+    # cold starts wide: an unlearned one starts beside another, claiming its default or the budget per CPU
+    ([job("new", 1, learned=False)], [job("r", 1, learned=False)], 16, 4, "new"),
+    ([job("new", 5, learned=False)], [job("r", 13, learned=False)], 16, 4, None),
+    ([job("new", 5, learned=False)], [job("r", 12, learned=False)], 16, 4, "new"),
     ([job("new", 1, learned=False), job("old", 1, 5)], [job("r", 1, learned=False)], 16, 4, "old"),
     # ties and unknown times: first come
     ([job("x", 1, since=5), job("y", 1, since=2)], [], 16, 4, "y"),
@@ -72,6 +82,35 @@ def job(name, gib, seconds=None, threads=1, learned=True, since=0):
 def test_pick_next(waiting, running, budget_gib, cpus, picked):
     choice = policy.pick_next(waiting, running, budget_gib * GIB, cpus)
     assert (choice and choice["pid"]) == picked
+
+
+def test_an_unlearned_compile_claims_its_default_at_most_the_budget_per_cpu():
+    assert policy.pick_next([job("new", 5, learned=False)], [], 16 * GIB, 2)["bytes"] == 5 * GIB
+    assert policy.pick_next([job("new", 5, learned=False)], [], 16 * GIB, 8)["bytes"] == 2 * GIB
+
+
+def test_the_launchers_own_memory_counts():
+    """Issue 35 item 5: what the waiting launchers hold (``overhead``) is not there for compiles."""
+    assert policy.pick_next([job("b", 4, 10)], [job("r", 11, 100)], 16 * GIB, 4)["pid"] == "b"
+    assert policy.pick_next([job("b", 4, 10)], [job("r", 11, 100)], 16 * GIB, 4, overhead=2 * GIB) is None
+
+
+def test_the_longest_that_fits_only_alone_is_not_starved_by_light_arrivals():
+    """Issue 35 item 3: light compiles keep arriving while a heavy one waits for the machine to drain; once the
+    running ones end it starts, before any light one (all longer than what is left of the running ones)."""
+    running = [dict(job("r%d" % i, 3, 100), started=0) for i in range(4)]
+    waiting = [job("heavy", 14, 600, since=1)] + [job("light%d" % i, 3, 150, since=2 + i) for i in range(20)]
+    now, started = 1.0, []
+    while waiting and now < 10000:
+        running = [r for r in running if r["started"] + r["seconds"] > now]
+        pick = policy.pick_next(waiting, running, 16 * GIB, 8, now=now)
+        if pick is None:
+            now += 1
+            continue
+        waiting = [w for w in waiting if w["pid"] != pick["pid"]]
+        running.append(dict(pick, started=now))
+        started.append(pick["pid"])
+    assert started[0] == "heavy", started
 
 
 @pytest.mark.parametrize("arrivals, now, expected", [
@@ -179,14 +218,6 @@ def test_keys_carry_the_trees_identity_and_the_arch_flags():
     assert policy.source_key("/t/a.c", "/t") == "a.c"
 
 
-@pytest.mark.parametrize("argv, threads", [
-    (["--threads", "4", "-c", "a.cu"], 4), (["--threads=2"], 2), (["-t", "8"], 8), (["-t=3"], 3),
-    (["--threads", "0"], 16), (["-c", "a.c"], 1), (["--threads", "x"], 1), (["--threads"], 1),
-])
-def test_threads_of(argv, threads):
-    assert policy.threads_of(argv, 16) == threads
-
-
 def test_merge_peaks_own_last_killed_never_replaces_finished_bad_dropped():
     seed = {"a.cu": {"peak_bytes": 9 * GIB, "seconds": 100}, "b.cu": {"peak_bytes": GIB, "seconds": 5},
             "bad.cu": {"peak_bytes": -1}, "c.cu": {"peak_bytes": 2 * GIB, "seconds": 9}}
@@ -284,55 +315,7 @@ def test_pick_next_gives_threads(waiting, running, budget_gib, cpus, picked, thr
     assert choice["bytes"] == choice["options"][threads - 1]
 
 
-@pytest.mark.parametrize("options, spare_bytes, spare_cpus, threads", [
-    ([1, 2, 3, 4], 10, 10, 4), ([1, 2, 3, 4], 1, 10, 2), ([1, 2, 3, 4], 10, 0, 1), ([1, 2, 3, 4], -5, 3, 1), ([7], 99, 99, 1),
-])
-def test_threads_for(options, spare_bytes, spare_cpus, threads):
-    assert policy.threads_for(options, spare_bytes, spare_cpus) == threads
-
-
-@pytest.mark.parametrize("argv, count, nvcc", [
-    (["nvcc", "-gencode=arch=compute_90a,code=sm_90a", "-gencode", "arch=compute_100a,code=sm_100a", "-c", "a.cu"], 2, True),
-    (["/usr/bin/ccache", "/usr/local/cuda/bin/nvcc", "--generate-code=arch=compute_80,code=sm_80", "-c", "a.cu"], 1, True),
-    (["g++", "-c", "a.cc"], 0, False),
-    (["nvcc", "-arch=sm_90", "-c", "a.cu"], 0, True),
-])
-def test_arch_count_and_is_nvcc(argv, count, nvcc):
-    assert (policy.arch_count(argv), policy.is_nvcc(argv)) == (count, nvcc)
-
-
-@pytest.mark.parametrize("argv, threads, expected", [
-    (["nvcc", "--threads", "32", "-c", "a.cu"], 3, ["nvcc", "-c", "a.cu", "--threads=3"]),
-    (["nvcc", "--threads=32", "-t", "4", "-c", "a.cu"], 2, ["nvcc", "-c", "a.cu", "--threads=2"]),
-    (["nvcc", "-t=8", "-c", "a.cu"], 1, ["nvcc", "-c", "a.cu", "--threads=1"]),
-    (["ccache", "nvcc", "-c", "a.cu"], 4, ["ccache", "nvcc", "-c", "a.cu", "--threads=4"]),
-    (["nvcc", "-c", "a.cu", "--threads"], 2, ["nvcc", "-c", "a.cu", "--threads=2"]),
-])
-def test_with_threads(argv, threads, expected):
-    assert policy.with_threads(argv, threads) == expected
-    assert policy.threads_of(expected, 64) == threads
-
-
 MIB = 1024 ** 2
-
-
-@pytest.mark.parametrize("points, threads, archs, expected_mib", [
-    ({}, 3, 7, 300),                                  # only peak_bytes (100 at 1 thread): 100 x 3 / 1
-    ({"2": 200}, 1, 7, 200),                          # one point: fewer threads never below it ...
-    ({"2": 200}, 4, 7, 400),                          # ... more: scaled from it (base taken as 0)
-    ({"1": 190, "2": 208, "3": 284}, 2, 3, 208),      # measured: as measured
-    ({"1": 100, "3": 300}, 2, 7, 200),                # two points: the line base + t x per
-    ({"1": 100, "3": 300}, 5, 7, 500),
-    ({"1": 100, "3": 300}, 9, 7, 700),                # more threads than archs: the archs
-    ({"1": 300, "2": 200}, 4, 7, 400),                # the 1-thread point (host front end) only floors: 4 x 100
-    ({"1": 190, "2": 206, "3": 300}, 5, 7, 488),      # nvcc 13.0, 3 archs, measured here: 18 + 5 x 94
-    ({"1": 190, "2": 206, "3": 300}, 1, 7, 190),
-    # the real tree, per_tensor_quant_fp8.cu, seven archs at --threads 1 / 2 / 4 (2.61, 5.19, 10.35 GiB): 18.1 GiB at 7
-    ({"1": 2673, "2": 5315, "4": 10598}, 7, 7, 18522.5),
-])
-def test_peak_at(points, threads, archs, expected_mib):
-    entry = {"peak_bytes": 100 * MIB, "by_threads": dict((t, p * MIB) for t, p in points.items())}
-    assert abs(policy.peak_at(entry, threads, archs) - expected_mib * MIB) <= 1
 
 
 def test_thread_options_learned_unseen_and_killed():
@@ -349,7 +332,7 @@ def test_record_keeps_a_point_per_thread_count():
     peaks = policy.record(peaks, "a", 180 * MIB, 6, False, 2, threads=2)
     peaks = policy.record(peaks, "a", 999 * MIB, 1, True, 3, threads=3)      # killed: no point
     assert peaks["a"]["by_threads"] == {"1": 100 * MIB, "2": 180 * MIB}
-    assert policy.peak_at(peaks["a"], 3, 7) == 270 * MIB
+    assert threads_rule.peak_at(peaks["a"], 3, 7) == 270 * MIB
 
 
 @pytest.mark.parametrize("entries, expected_gib", [
@@ -368,3 +351,37 @@ def test_pick_next_with_the_margin_once():
     waiting, running = [job("light", 2.3, 10)], [job("heavy", 13.8, 100)]
     assert policy.pick_next(waiting, running, 16 * GIB, 4, 1.15)["pid"] == "light"
     assert policy.pick_next(waiting, running, 16 * GIB, 4) is None
+
+
+def test_a_cache_hit_on_a_source_known_only_from_the_seed_is_not_learned():
+    """Issue 36 finding 1: the node's first build hits a warm shared cache; the hit (15 MiB, 0.1 s) must neither be
+    learned as the source's peak nor win over the fleet's seed in merge_peaks."""
+    seed = {"t:fp8.cu": {"peak_bytes": 12 * GIB, "seconds": 300, "killed": False}}
+    own = policy.record({}, "t:fp8.cu", 15 * 1024 ** 2, 0.1, False, 100, known_before=seed)
+    assert own == {}
+    assert policy.merge_peaks(seed, own)["t:fp8.cu"]["peak_bytes"] == 12 * GIB
+    # known nowhere: a compile through a cache launcher in which no compiler proper ran is a hit
+    assert policy.cache_hit(["ccache", "nvcc", "-c", "a.cu"], [["ccache", 9 * 1024 ** 2]])
+    assert policy.cache_hit(["/usr/bin/sccache", "nvcc", "-c", "a.cu"], [])
+    assert not policy.cache_hit(["ccache", "nvcc", "-c", "a.cu"], [["cicc", 2 * GIB]])
+    assert not policy.cache_hit(["nvcc", "-c", "a.cu"], [])
+    assert policy.record({}, "t:new.cu", 9 * 1024 ** 2, 0.0, False, 100, cache_hit=True) == {}
+
+
+def test_the_fleet_merge_keeps_the_largest_point_of_each_thread_count():
+    """Issue 36 finding 2: node A's entry wins on peak_bytes, but node B measured more at 1 thread; one node's small
+    point must never become every node's reservation."""
+    a = {"s.cu": {"peak_bytes": 700 * MIB, "seconds": 60, "by_threads": {"1": 10 * MIB, "4": 700 * MIB}}}
+    b = {"s.cu": {"peak_bytes": 300 * MIB, "seconds": 60, "by_threads": {"1": 300 * MIB}}}
+    merged = policy.merge_fleet_peaks(a, b)["s.cu"]
+    assert merged["peak_bytes"] == 700 * MIB
+    assert merged["by_threads"] == {"1": 300 * MIB, "4": 700 * MIB}
+    assert policy.merge_fleet_peaks(b, a)["s.cu"]["by_threads"] == {"1": 300 * MIB, "4": 700 * MIB}
+
+
+def test_a_reservation_is_never_below_the_learned_peak_before_its_phase_ends():
+    """Issue 35 item 4: learned at 1,461 MiB (ru_maxrss) in a cicc phase sampled at 1,307: held at the peak until
+    cicc is over, then it follows the phases down."""
+    phases = [["cudafe++", 400 * MIB], ["cicc", 1307 * MIB], ["ptxas", 100 * MIB]]
+    assert policy.reservation({"bytes": 0}, 900 * MIB, 1.0, phases, 1, 1461 * MIB) == 1461 * MIB
+    assert policy.reservation({"bytes": 0}, 90 * MIB, 1.0, phases, 2, 1461 * MIB) == 100 * MIB

@@ -8,6 +8,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -82,3 +83,17 @@ def test_a_source_that_cannot_fit_alone_is_named_before_the_build(tmp_path):
         "admission: the budget of 12.0 GiB is below what these sources need alone: gemm.cu (more than 11.0 GiB: "
         "OOM-killed holding that); give the build more memory (memory_limit)")
     assert refused_sources(config, 13 * gib) is None and refused_sources(None, gib) is None
+
+
+def test_the_role_copies_the_launcher_files_guarded_build_writes():
+    """One list of the launcher's files (_admission_settings.LAUNCHER_FILES): the sgl_kernel role's copy loop names the
+    same; a file added to the launcher and not to the role fails here, not on a node (ImportError beside the build)."""
+    import yaml
+    from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _admission_setup as setup
+    from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _admission_settings as rule
+    role = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "roles", "sgl_kernel", "tasks", "admission.yml")
+    with open(role) as handle:
+        tasks = yaml.safe_load(handle)
+    loop = next(task["loop"] for task in tasks if "ansible.builtin.copy" in task and "loop" in task)
+    assert sorted((item["src"], item["dest"]) for item in loop) == sorted(rule.LAUNCHER_FILES)
+    assert sorted(setup.MODULES) == sorted(source for source, _name in rule.LAUNCHER_FILES)

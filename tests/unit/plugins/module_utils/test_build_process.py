@@ -221,5 +221,5 @@ def test_only_a_dead_runs_marker_from_a_file_is_acted_on():
     assert dead_runs_marker("%s=run:999999999:1" % MARKER_VARIABLE)
     assert not dead_runs_marker("%s=run:%d:%d" % (MARKER_VARIABLE, os.getpid(), me)), "a live run's marker"
     for planted in ("PATH=/usr/bin", "%s=" % MARKER_VARIABLE, "%s=x" % MARKER_VARIABLE, None, 5, ["x"],
-                    "%s=:1:2" % MARKER_VARIABLE):
+                    "%s=:1:2" % MARKER_VARIABLE, "%s=run:\u00b2:1" % MARKER_VARIABLE, "%s=run:1:\u0661" % MARKER_VARIABLE):
         assert not dead_runs_marker(planted), planted

@@ -51,6 +51,7 @@ def test_normal_bus_id_of_garbage_is_itself():
 
 # -- the admission launcher: numbers a seed peaks file or a ledger may hold --------------------------------------------
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _admission as admission  # noqa: E402
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _admission_node as admission_node  # noqa: E402
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _admission_policy as policy  # noqa: E402
 
 HUGE_INT = "1" + "0" * 400      # valid JSON, an int Python cannot turn into a float (math.isnan raises OverflowError)
@@ -104,7 +105,7 @@ def test_a_sparse_seed_file_larger_than_the_cap_is_never_read(tmp_path, monkeypa
     monkeypatch.setattr(admission, "MAX_JSON_BYTES", 1024 ** 2, raising=False)
     read = []
     monkeypatch.setattr(admission.json, "load", lambda handle: read.append(1) or {})   # never reads it
-    assert admission.load_json(str(seed)) == {}
+    assert admission_node.load_json(str(seed)) == {}
     assert read == []
 
 
@@ -276,13 +277,13 @@ def test_a_ledger_entry_whose_pid_now_names_another_process_is_reclaimed():
     process; a pid that started at another time is another process."""
     import time
     me = os.getpid()
-    mine = admission.pid_start(me)
+    mine = admission_node.pid_start(me)
     assert mine is not None
     entry = {"state": "running", "bytes": 10 ** 12, "since": time.time() - 86400 * 30}
-    ledger = {str(me): dict(entry, pid_start=mine - 1), "1": dict(entry, pid_start=admission.pid_start(1) + 7)}
-    assert policy.reclaim(ledger, admission.pid_alive, admission.pid_start) == {}
+    ledger = {str(me): dict(entry, pid_start=mine - 1), "1": dict(entry, pid_start=admission_node.pid_start(1) + 7)}
+    assert policy.reclaim(ledger, admission_node.pid_alive, admission_node.pid_start) == {}
     ledger = {str(me): dict(entry, pid_start=mine)}
-    assert list(policy.reclaim(ledger, admission.pid_alive, admission.pid_start)) == [str(me)]
+    assert list(policy.reclaim(ledger, admission_node.pid_alive, admission_node.pid_start)) == [str(me)]
 
 
 def test_a_world_writable_or_foreign_state_dir_is_refused(tmp_path, capsys):

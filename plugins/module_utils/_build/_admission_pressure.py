@@ -1,0 +1,83 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Freeze before kill (issue 35 item 1): the admission launcher's pure decision about the compiles that run when their
+memory grows towards the budget. bench/replay.py imports it to model the cold build; the launcher
+(plugins/module_utils/_build/_admission.py) takes it under the ledger's lock at every sample and signals the process
+groups (_admission_node.signal_compile).
+
+Each running entry: ``live`` (what its process tree holds now), ``rate`` (bytes a second it grew by since the last
+sample, >= 0), ``frozen`` (when it was frozen, or absent), ``started``, ``seconds`` (learned, or None), ``bytes`` (its
+reservation). The rule: when what runs, grown for ``horizon`` seconds at its rates, would cross the budget, freeze the
+growing compile furthest from done - never the last one running - so that the others finish and free memory; a frozen
+compile keeps its memory, so the trigger fires while the growth still fits. Where freezing cannot make room (one
+compile left running, the frozen ones holding what it needs), evict the frozen compile that has done least: killed and
+queued again by its launcher, never learned as an OOM. With room again, thaw in the order they were frozen. Only a
+compile that alone needs more than the budget is left to the kernel, and then learned and refused."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+THAW_LEVEL = 0.9   # thaw only while what runs would stay under 90 % of the budget: no freeze / thaw every sample
+
+
+def projected(entries, horizon):
+    """What ``entries`` hold in ``horizon`` seconds: what they hold now, the unfrozen ones grown at their rates."""
+    return sum(e["live"] for e in entries) + sum(max(e.get("rate") or 0, 0) * horizon for e in entries if not e.get("frozen"))
+
+
+def remaining(entry, now):
+    """Seconds a compile is expected to run still (learned time less its age; unlearned: unbounded)."""
+    seconds = entry.get("seconds")
+    return max(seconds - (now - entry["started"]), 0.0) if seconds else float("inf")
+
+
+def furthest_from_done(entry, now):
+    """Freeze order: the most time left first, then the youngest (the least work kept frozen)."""
+    return (remaining(entry, now), entry["started"])
+
+
+def allowance(entry):
+    """What a frozen compile may still grow by once thawed: its reservation (learned peak x margin, or an unlearned
+    one's claim or live x margin) less what it holds."""
+    return max(int(entry.get("bytes") or 0) - int(entry["live"]), 0)
+
+
+def decide(running, budget, horizon, now, overhead=0):
+    """``[(action, pid)]`` with action ``freeze``, ``evict`` or ``thaw`` for the running entries, so that what they
+    hold - and ``overhead``, the launchers' own memory - stays within ``budget`` over the next ``horizon`` seconds."""
+    active = [e for e in running if not e.get("frozen")]
+    frozen = sorted((e for e in running if e.get("frozen")), key=lambda e: e["frozen"])
+    level = projected(running, horizon) + overhead
+    actions = []
+    if level > budget:
+        growing = sorted((e for e in active if (e.get("rate") or 0) > 0), key=lambda e: furthest_from_done(e, now), reverse=True)
+        for entry in growing:
+            if level <= budget or len(active) <= 1:
+                break
+            active.remove(entry)
+            frozen.append(entry)
+            actions.append(("freeze", entry["pid"]))
+            level -= entry["rate"] * horizon
+        # freezing made no room (one compile runs, or none grows: a limit lowered under what they hold): the compiles
+        # that did least free theirs and are queued again - the frozen first, never the last one running
+        for entry in sorted(frozen, key=lambda e: e["started"], reverse=True) + sorted(active, key=lambda e: e["started"])[:0:-1]:
+            if level <= budget or (entry in active and len(active) <= 1):
+                break
+            actions = [a for a in actions if a[1] != entry["pid"]] + [("evict", entry["pid"])]
+            level -= entry["live"] + (max(entry.get("rate") or 0, 0) * horizon if entry in active else 0)
+            if entry in active:
+                active.remove(entry)
+        return actions
+    for entry in frozen:
+        if not active or level + allowance(entry) <= THAW_LEVEL * budget:
+            actions.append(("thaw", entry["pid"]))
+            active.append(entry)
+            level += allowance(entry)
+    return actions
+
+
+def admitting(running):
+    """Whether new compiles may start: not while one is frozen (the frozen ones go first, as memory comes back)."""
+    return not any(e.get("frozen") for e in running)

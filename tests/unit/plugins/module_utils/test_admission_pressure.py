@@ -1,0 +1,56 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Freeze before kill (plugins/module_utils/_build/_admission_pressure.py, issue 35 item 1): what the launcher does to
+the running compiles as their memory grows towards the budget - table-tested; the launcher doing it to real processes
+in tests/build/test_admission_freeze.py."""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import pytest
+
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _admission_pressure as pressure
+
+GIB = 1024 ** 3
+
+
+def run(pid, live, rate=0.0, started=0, frozen=None, seconds=None, reserved=None):
+    return {"pid": pid, "live": int(live * GIB), "rate": rate * GIB, "started": started, "frozen": frozen,
+            "seconds": seconds, "bytes": int((reserved or live) * GIB)}
+
+
+@pytest.mark.parametrize("running, budget_gib, actions", [
+    # room for the growth over the horizon (4 s): nothing to do
+    ([run("a", 4, 0.5), run("b", 4, 0.5, started=5)], 16, []),
+    # the growth would cross the budget: freeze the one furthest from done (unlearned: the youngest), not both
+    ([run("a", 6, 0.5), run("b", 6, 0.5, started=5)], 15, [("freeze", "b")]),
+    # learned times decide: "a" has 500 s left, "b" 10 s
+    ([run("a", 6, 0.5, seconds=600), run("b", 6, 0.5, started=5, seconds=20)], 15, [("freeze", "a")]),
+    # one that does not grow is never frozen (freezing it frees nothing)
+    ([run("a", 6, 0.5), run("b", 6, 0.0, started=5), run("c", 2, 0.0, started=6)], 15.5, [("freeze", "a")]),
+    # never the last one running: alone, a compile is left to run (or to the kernel, if it alone is too big)
+    ([run("a", 14, 1.0)], 15, []),
+    # freezing cannot make room (one runs, a frozen one holds what it needs): the frozen one is evicted
+    ([run("a", 9, 0.5), run("b", 5, frozen=3, started=5)], 15, [("evict", "b")]),
+    # a limit lowered under what they hold, none growing: the ones that did least are evicted, never the last
+    ([run("a", 6), run("b", 6, started=10), run("c", 6, started=11)], 11, [("evict", "c"), ("evict", "b")]),
+    # room again: thaw in the order they were frozen, each while what it may still grow by fits under 90 %
+    ([run("a", 3), run("b", 4, frozen=3, reserved=6), run("c", 4, frozen=2, reserved=6)], 16, [("thaw", "c")]),
+    ([run("a", 1), run("b", 2, frozen=3, reserved=3), run("c", 2, frozen=2, reserved=3)], 16, [("thaw", "c"), ("thaw", "b")]),
+    # nothing else runs: the oldest frozen thaws whatever it may grow by (never all frozen)
+    ([run("b", 4, frozen=3, reserved=40), run("c", 4, frozen=2, reserved=40)], 16, [("thaw", "c")]),
+])
+def test_decide(running, budget_gib, actions):
+    assert pressure.decide(running, budget_gib * GIB, 4.0, 20.0) == actions
+
+
+def test_the_launchers_overhead_counts_as_held():
+    assert pressure.decide([run("a", 5, 0.5), run("b", 5, 0.5, started=5)], int(14.5 * GIB), 4.0, 20.0) == []
+    assert pressure.decide([run("a", 5, 0.5), run("b", 5, 0.5, started=5)], 13 * GIB, 4.0, 20.0, overhead=GIB) == [
+        ("freeze", "b")]
+
+
+def test_nothing_starts_while_a_compile_is_frozen():
+    assert pressure.admitting([run("a", 1), run("b", 1)])
+    assert not pressure.admitting([run("a", 1), run("b", 1, frozen=3)])
