@@ -131,19 +131,24 @@ def unknown_check(why):
                            "the check could not run on this node (%s)" % why)
 
 
-# Longest text one group of failed checks keeps on the console; the checks in the result keep every word.
-CONSOLE_MESSAGE_CHARS = 300
+# Longest text one group of failed checks keeps on the console; the checks in the result keep every word. Every
+# sentence this collection writes fits (the longest, a recent OOM kill's with its cgroup path, is about 400
+# characters): 300 cut the fix off the end of such a message, in a failure message said to list every failed check
+# (issue 39). What is longer is node-made text (GPU names, kernel lines), cut saying so and where the rest is.
+CONSOLE_MESSAGE_CHARS = 1000
 
 
 def console_message(checks):
     """The verdict as the console shows it: checks failing for one cause said once, under all their names (a missing
-    nvidia-smi fails six GPU checks with one sentence), each cause cut at CONSOLE_MESSAGE_CHARS (issue 27 item 4)."""
+    nvidia-smi fails six GPU checks with one sentence), each cause cut at CONSOLE_MESSAGE_CHARS (issue 27 item 4),
+    saying so."""
     if not any(check.get("status") in ("failed", "unknown") for check in checks):
         return None
     parts = []
     for names, message in node_failures(dict(status="not_ready", checks=checks)):
         if len(message) > CONSOLE_MESSAGE_CHARS:
-            message = message[:CONSOLE_MESSAGE_CHARS - 3].rstrip() + "..."
+            message = "%s... [cut: %d characters in all; the reports and -v have the whole text]" % (
+                message[:CONSOLE_MESSAGE_CHARS].rstrip(), len(message))
         parts.append("%s: %s" % (", ".join(names), message))
     return "not ready: " + "; ".join(parts)
 

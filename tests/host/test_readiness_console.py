@@ -51,3 +51,23 @@ def test_verbose_shows_everything():
     rc, out = adhoc("-v")
     assert rc == 2
     assert '"policy"' in out and "gpufleet_memory" in out
+
+
+def test_a_failure_message_of_several_checks_keeps_each_sentence_whole(tmp_path):
+    """Issue 39: `make preflight`'s failure message, said to list every failed check, cut each cause at 300
+    characters (a recent OOM kill's sentence, with its cgroup path and the fix at its end, is about 400)."""
+    sentence = "a fleet-specific rule explained at length, " * 10 + "and the fix at the very end: call the fleet team"
+    custom = [{"name": "fleet_rule", "query": "memory.effective.available_bytes", "min": 10 ** 18, "message": sentence}]
+    argv = [os.path.join(REPO, ".venv", "bin", "ansible-playbook"), "playbooks/preflight.yml",
+            "-e", "preflight_report_dir=%s" % tmp_path, "-e", "preflight_min_available_memory=100TiB",
+            "-e", json.dumps({"preflight_profiles": [], "preflight_custom_checks": custom,
+                              "preflight_max_build_processes": 100000})]
+    env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, ".tmp", "collections"))
+    proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=REPO, timeout=300,
+                          check=False)
+    out = proc.stdout.decode("utf-8", "replace")
+    assert proc.returncode == 2, out
+    fatal = [line for line in out.splitlines() if line.startswith("fatal: [localhost]")]
+    assert len(fatal) == 1 and "lower preflight_min_available_memory" in fatal[0], out
+    assert len(sentence) > 400 and sentence in fatal[0], fatal[0]

@@ -39,7 +39,9 @@ def test_one_cause_of_six_gpu_checks_is_said_once():
 
 def test_a_long_cause_is_cut_and_a_ready_node_has_no_console_message():
     text = console_message([dict(name="custom", status="failed", message="x" * 2000)])
-    assert len(text) < 400 and text.endswith("...")
+    assert len(text) < 1200 and text.endswith("... [cut: 2000 characters in all; the reports and -v have the whole text]")
+    whole = "y" * 990   # the longest sentences the checks write, a recent OOM kill's, are about 400 characters
+    assert console_message([dict(name="recent_oom", status="failed", message=whole)]) == "not ready: recent_oom: " + whole
     assert console_message([dict(name="memory", status="ok", message="ok")]) is None
 
 
