@@ -16,29 +16,29 @@ chmod 0755 "$dest" "$src"  # antsibull-docs writes only into a directory that on
 antsibull-docs collection --use-current --fail-on-error --cleanup everything --no-add-antsibull-docs-version \
     --dest-dir "$src" gpufleet.preflight
 # README.md is the front page (index.md); docs/*.md keep their names and places, so the links between them work the
-# same on GitHub and in the site. The navigation (a hidden toctree) is added to the front page's copy only.
+# same on GitHub and in the site. The navigation (hidden toctrees) is added to the front page's copy only.
 mkdir -p "$src/docs"
 cp docs/*.md "$src/docs/"
 cp -r docs/images "$src/docs/images"
 sed -i 's#](\.\./README\.md#](../index.md#g' "$src"/docs/*.md
+# the guides in README's order, then any other docs/*.md
+order="fleet-preflight build integrations reference as-root development scale benchmarks architecture security"
+guides=()
+for name in $order; do
+    if [ -f "docs/$name.md" ]; then guides+=("docs/$name"); fi
+done
+for file in docs/*.md; do
+    name=$(basename "$file" .md)
+    case " $order " in *" $name "*) ;; *) guides+=("docs/$name") ;; esac
+done
 cp README.md "$src/index.md"
-cat >> "$src/index.md" <<'MD'
-
-```{toctree}
-:hidden:
-:caption: Guides
-:glob:
-
-docs/*
-```
-
-```{toctree}
-:hidden:
-:caption: Plugins and roles
-
-collections/gpufleet/preflight/index
-```
-MD
+fence='```'
+{
+    printf '\n%s{toctree}\n:hidden:\n:caption: Guides\n\n' "$fence"
+    printf '%s\n' "${guides[@]}"
+    printf '%s\n\n%s{toctree}\n:hidden:\n:caption: Plugins and roles\n\n' "$fence" "$fence"
+    printf 'collections/gpufleet/preflight/index\n%s\n' "$fence"
+} >> "$src/index.md"
 cat > "$dest/conf.py" <<'PY'
 project = 'gpufleet.preflight'
 copyright = 'gpufleet.preflight contributors'
