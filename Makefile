@@ -15,13 +15,21 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -r requirements-dev.txt
+	touch $@ $(VENV)/.installed-run
+
+# `make preflight` needs only what the controller runs (requirements.txt: ansible-core, paramiko, jmespath), not the
+# test and lint tools of requirements-dev.txt; a venv `make setup` made has them already.
+$(VENV)/.installed-run: requirements.txt
+	test -f $(VENV)/.installed -a ! requirements.txt -nt $(VENV)/.installed || { \
+	  $(PYTHON) -m venv $(VENV) && $(BIN)/pip install --quiet --upgrade pip && \
+	  $(BIN)/pip install --quiet -r requirements.txt; }
 	touch $@
 
 $(COLLECTION):
 	mkdir -p $(dir $@)
 	ln -sfn $(CURDIR) $@
 
-preflight: setup
+preflight: $(VENV)/.installed-run $(COLLECTION)
 	$(BIN)/ansible-playbook playbooks/preflight.yml
 
 test: setup system-deps
