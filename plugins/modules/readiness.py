@@ -22,7 +22,7 @@ description:
   - 'The failure message names every failed check in words a person can act on, for example
     C(3 build processes still running: ninja (pid 115, orphaned, 2h 03m\), cc1plus x2).'
   - C(msg) is the console's short form of RV(message) - checks failing for one cause (a missing C(nvidia-smi) fails
-    every GPU check) are named together and the cause is said once, each cut at 1000 characters (saying so: only
+    every GPU check) are named together and the cause is said once, each cut at 1000 characters (saying so; only
     node-made text such as GPU names or kernel lines is that long); RV(message) and RV(checks) keep every word for
     the reports.
   - When it fails the host, at the default verbosity the result holds only RV(ready), C(msg), RV(failed_checks) and
