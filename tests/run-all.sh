@@ -38,7 +38,8 @@ ansible_test_tree() {
   echo "$dest"
 }
 
-# tests/tools/ci_no_skip.py: with CI=true a skipped test fails.
+# tests/tools/ci_no_skip.py: with CI=true a skipped test fails; checkout_clean.py: a test that leaves reports in the
+# checkout fails.
 export PYTHONPATH="$PWD/tests/tools${PYTHONPATH:+:$PYTHONPATH}"
 
 stage() { printf '\n===== %s [%s] =====\n' "$1" "$(date -u +%H:%M:%S)"; }
@@ -94,7 +95,7 @@ for s in "${STAGES[@]}"; do
   case "$s" in
     units)
       stage "unit tests (pytest, table-driven, on captured fixtures), then ansible-test units on 3.11 and the oldest node Python"
-      pytest -q -p no:cacheprovider -p ci_no_skip tests/unit
+      pytest -q -p no:cacheprovider -p ci_no_skip -p checkout_clean tests/unit
       tree=$(ansible_test_tree)
       (cd "$tree" && ansible-test units --requirements --python 3.11 --color no)
       # Node-side code (modules, module_utils) must work on the oldest Python a node may run.
@@ -125,10 +126,10 @@ for s in "${STAGES[@]}"; do
       (cd "$tree" && ansible-test integration --requirements --python 3.11 --color no) ;;
     sweep)
       stage "bad-input sweep (tests/sweep: every module, action, filter and role variable family through Ansible)"
-      pytest -q -s -p no:cacheprovider -p ci_no_skip --durations=8 tests/sweep ;;
+      pytest -q -s -p no:cacheprovider -p ci_no_skip -p checkout_clean --durations=8 tests/sweep ;;
     host|build|roles|fleet|scheduler)
       stage "pytest tests/$s (real processes, cgroups, sshd nodes)"
-      if [ -d "tests/$s" ]; then pytest -q -p no:cacheprovider -p ci_no_skip --durations=8 "tests/$s"; else echo "tests/$s: none yet"; fi ;;
+      if [ -d "tests/$s" ]; then pytest -q -p no:cacheprovider -p ci_no_skip -p checkout_clean --durations=8 "tests/$s"; else echo "tests/$s: none yet"; fi ;;
     build-check)
       stage "ansible-galaxy collection build, install into an empty path, run the preflight from it"
       tests/build-check.sh ;;
@@ -139,7 +140,7 @@ for s in "${STAGES[@]}"; do
       python3 tests/vm/vmlib.py up --background || echo "vm-images: not started; the vm stage says why" ;;
     vm)
       stage "pytest tests/vm (real systemd + cgroup v2 nodes: Debian VMs over ssh)"
-      pytest -q -p no:cacheprovider -p ci_no_skip --durations=8 tests/vm ;;
+      pytest -q -p no:cacheprovider -p ci_no_skip -p checkout_clean --durations=8 tests/vm ;;
     bench-quick)
       stage "benchmarks in quick mode (no timing asserted)"
       if [ -x bench/run-all.sh ]; then GPUFLEET_BENCH_QUICK=1 bench/run-all.sh; else echo "bench: none yet"; fi ;;

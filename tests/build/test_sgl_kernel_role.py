@@ -42,6 +42,7 @@ def role_vars(tmp_path, venv, **more):
         "sgl_kernel_source_type": "controller",
         "sgl_kernel_controller_src": os.path.join(PROJECTS, "mini_sgl_kernel"),
         "sgl_kernel_checkout_dir": str(tmp_path / "src"),
+        "sgl_kernel_report_dir": str(tmp_path / "reports"),  # the default, reports/ of the cwd, is the checkout here
         "sgl_kernel_subdir": "",
         "sgl_kernel_venv": venv,
         "sgl_kernel_import_name": "mini_sgl_kernel",

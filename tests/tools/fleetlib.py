@@ -805,8 +805,14 @@ def ansible_env(env=None):
 
 def _run_ansible_tool(argv, env, timeout):
     started = time.monotonic()
-    proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ansible_env(env),
-                          cwd=REPO_ROOT, timeout=timeout, check=False)
+    # A directory of its own, not the checkout: the playbooks write reports/ into the directory they start in unless
+    # told otherwise, and `make test` left the checkout's reports/ behind (tests/tools/checkout_clean.py).
+    cwd = tempfile.mkdtemp(prefix="gpufleet-ansible-cwd-")
+    try:
+        proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ansible_env(env),
+                              cwd=cwd, timeout=timeout, check=False)
+    finally:
+        shutil.rmtree(cwd, ignore_errors=True)
     return CommandResult(proc.returncode, proc.stdout.decode("utf-8", "replace"),
                          proc.stderr.decode("utf-8", "replace"), time.monotonic() - started)
 
