@@ -32,7 +32,7 @@ ansible-galaxy collection install "$tarball" -p "$work/collections" | tee "$work
 grep -q "gpufleet.preflight:.* was installed successfully" "$work/install.txt" \
   || { echo "the tarball was not installed into the empty path" >&2; exit 1; }
 installed="$work/collections/ansible_collections/gpufleet/preflight"
-[ -d "$installed" ] && [ ! -L "$installed" ] || { echo "$installed is not the installed copy" >&2; exit 1; }
+if [ ! -d "$installed" ] || [ -L "$installed" ]; then echo "$installed is not the installed copy" >&2; exit 1; fi
 cat > inventory.yml <<'INV'
 all:
   hosts:
