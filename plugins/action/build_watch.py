@@ -381,6 +381,8 @@ def interrupted_message(watches):
             "  To stop them (each build ends through its own guarded_build, which releases the lock and the memory "
             "cgroup and marks the status \"stopped\"):\n"
             "    ansible-playbook gpufleet.preflight.build_stop -i <inventory> -e build_stop_hosts=%s\n"
+            "  (a build other than the sgl_kernel role's: add -e build_stop_chdir=<its chdir>, and "
+            "-e build_stop_build_dir=<its build_dir> when that is not build)\n"
             "  To build on later, run the same playbook again: a build resumes in its build dir (a rerun while one "
             "runs is refused naming its owner)." % (
                 "" if len(running) == 1 else "s", ", ".join(running), "s" if len(running) == 1 else "",

@@ -26,7 +26,7 @@ description:
     saying so).
   - Interrupting the playbook (Ctrl-C) stops the watching, not the builds - they were started with C(async) and run
     on; the task says so, naming the nodes, and how to stop them (C(playbooks/build_stop.yml)). A build stopped that way
-    shows as C(stopped).
+    shows as C(stopped) (its node's entry in RV(results) has C(phase=stopped)) and is no failure, as the examples show.
   - A node that does not answer O(unreachable_after) polls in a row shows as C(unreachable) and is no longer
     polled; the others go on. Nodes finishing at different times are followed until the last one ends.
   - The table goes through the Display, so it works with any stdout callback; a new table is printed only when a
@@ -133,6 +133,12 @@ EXAMPLES = r"""
     report_dir: "{{ playbook_dir }}/reports"
   run_once: true
   register: _watch
+
+# A build stopped on request (gpufleet.preflight.build_stop) is no failure: that node leaves the play, nothing
+# is installed from a build cut short
+- name: End the play of a node whose build was stopped on request
+  ansible.builtin.meta: end_host
+  when: _watch.results[inventory_hostname].phase | default('') == 'stopped'
 
 - name: Fail the nodes whose build failed
   ansible.builtin.fail:

@@ -37,9 +37,9 @@ def playbook(path, *extra):
                           check=False, timeout=300)
 
 
-def status(project):
+def status(project, build_dir="out"):
     try:
-        with open(str(project / "out" / "gpufleet-build.status.json")) as handle:
+        with open(str(project / build_dir / "gpufleet-build.status.json")) as handle:
             return json.load(handle)
     except (OSError, ValueError):
         return {}
@@ -63,6 +63,45 @@ def test_build_stop_chdir_stops_any_guarded_build(tmp_path):
         assert status(project).get("state") == "stopped", status(project)
     finally:
         left = status(project)
+        for pid, kill in ((left.get("build_pgid"), os.killpg), (left.get("module_pid"), os.kill)):
+            if pid:
+                try:
+                    kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+
+
+def test_build_watchs_doc_example_does_not_fail_a_node_stopped_on_request(tmp_path):
+    """Issue 39: build_watch's EXAMPLES, run as written (a play on this host, the build a sleep, polls every second),
+    failed the node whose build build_stop stopped, though a requested stop is no failure."""
+    import yaml
+    from ansible_collections.gpufleet.preflight.plugins.modules import build_watch
+
+    project = tmp_path / "project"
+    project.mkdir()
+    tasks = yaml.safe_load(build_watch.EXAMPLES.replace("/srv/build/project", str(project)))
+    tasks[0]["gpufleet.preflight.guarded_build"]["cmd"] = "sleep 60"
+    tasks[2]["gpufleet.preflight.build_watch"].update(interval=1, report_dir=str(tmp_path / "reports"))
+    (tmp_path / "example.yml").write_text(yaml.safe_dump([dict(name="The example", hosts="localhost",
+                                                               gather_facts=False, tasks=tasks)]))
+    env = dict(os.environ, ANSIBLE_NOCOLOR="1")
+    example = subprocess.Popen(["ansible-playbook", str(tmp_path / "example.yml")], cwd=REPO, env=env,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
+    built = tmp_path / "project"
+    try:
+        deadline = time.monotonic() + 60
+        while status(built, "build").get("state") != "running" and time.monotonic() < deadline:
+            time.sleep(0.5)
+        stop = playbook("playbooks/build_stop.yml", "-e", "build_stop_hosts=localhost", "-e", "build_stop_chdir=%s" % built)
+        assert stop.returncode == 0, stop.stdout
+        out = example.communicate(timeout=120)[0]
+        assert example.returncode == 0, out
+        assert "stopped" in out and "failed=0" in out, out
+    finally:
+        if example.poll() is None:
+            example.kill()
+            example.wait()
+        left = status(built, "build")
         for pid, kill in ((left.get("build_pgid"), os.killpg), (left.get("module_pid"), os.kill)):
             if pid:
                 try:

@@ -173,3 +173,4 @@ def test_an_interrupted_watch_says_how_to_stop_the_builds():
     text = action.interrupted_message({"node2": running_watch, "node1": done_watch, "node3": watch_of([{}])})
     assert "the builds on node2, node3 keep running" in text
     assert "ansible-playbook gpufleet.preflight.build_stop -i <inventory> -e build_stop_hosts=node2,node3" in text
+    assert "a build other than the sgl_kernel role's: add -e build_stop_chdir=<its chdir>" in text   # issue 39
