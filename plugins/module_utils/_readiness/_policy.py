@@ -304,7 +304,7 @@ CHECKS = (
     check("mig_mode", "gpu", gpu_health.check_mig_mode, _GPU + _NAMED + (_DEVICE + "mig_mode",), ("mig_mode",)),
     check("nvlink", "gpu", gpu_health.check_nvlink, _GPU + _NAMED + _PROBES + tuple(
         _DEVICE + key for key in ("nvlink", "nvlink_errors", "nvlink_state", "nvlink_note")),
-          ("check_nvlink", "max_nvlink_errors", "gpu_probe_timeout_fails")),
+        ("check_nvlink", "max_nvlink_errors", "gpu_probe_timeout_fails")),
     check("fabric", "gpu", gpu_health.check_fabric, _GPU + _NAMED + _PROBES + (
         _DEVICE + "query", _DEVICE + "query.fabric_state", _DEVICE + "query.fabric_status",
         _DEVICE + "query.fabric_health_summary"), ("check_fabric", "gpu_probe_timeout_fails")),
