@@ -29,22 +29,23 @@ OOM_HEADER_RATELIMIT_SECONDS = 5.0
 # Xid codes GPU health checks treat as fatal: declared in _constants (the readiness table's default reads it there).
 FATAL_XIDS = _constants.FATAL_XIDS
 
-_KMSG_RE = re.compile(r"^(\d+),(\d+),(\d+),[^;]*;(.*)$")
+_KMSG_RE = re.compile(r"^([0-9]{1,9}),([0-9]{1,20}),([0-9]{1,20}),[^;]*;(.*)$")
 _HEX_ESCAPE_RE = re.compile(r"\\x([0-9a-fA-F]{2})")
 _DMESG_ISO_RE = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)[,.](\d+)([+-]\d\d:?\d\d|Z)?\s(.*)$")
 _DMESG_RAW_RE = re.compile(r"^\[\s*(\d+\.\d+)\]\s?(.*)$")
 _JOURNAL_RE = re.compile(r"^(\d+(?:\.\d+)?)\s+\S+\s+kernel:\s?(.*)$")
 
-# Every line read is anchored at the start of the kernel's message (after a CONFIG_PRINTK_CALLER ``[T123]`` tag at
+# Numbers are bounded ASCII digits (int() of 5000 digits raises ValueError on Python 3.11). Every line read is
+# anchored at the start of the kernel's message (after a CONFIG_PRINTK_CALLER ``[T123]`` tag at
 # most): the same words inside another kernel line (an AppArmor denial quoting a file name ``NVRM: Xid (PCI:..): 79,``
 # or ``Killed process 1 (x)``) are not the event.
 _START = r"(?:\[\s*[TC]\d+\]\s*)?"
 _OOM_PREFIX = r"(Memory cgroup out of memory|Out of memory(?: \(oom_kill_allocating_task\))?)"
-_KILLED_RE = re.compile(_START + r"(?:" + _OOM_PREFIX + r": )?Killed process (\d+) \((.*?)\)(?: total-vm|,|\s|$)")
-_KILL_OLD_RE = re.compile(_START + _OOM_PREFIX + r": Kill process (\d+) \((.*?)\) score (-?\d+) or sacrifice child")
+_KILLED_RE = re.compile(_START + r"(?:" + _OOM_PREFIX + r": )?Killed process ([0-9]{1,10}) \((.*?)\)(?: total-vm|,|\s|$)")
+_KILL_OLD_RE = re.compile(_START + _OOM_PREFIX + r": Kill process ([0-9]{1,10}) \((.*?)\) score (-?[0-9]{1,10}) or sacrifice child")
 _OOM_INFO_RE = re.compile(_START + r"oom-kill:(\S+)")
 _TASK_IN_RE = re.compile(_START + r"Task in (\S+) killed as a result of limit of (\S+)")
-_XID_RE = re.compile(_START + r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f:.]+)\): (\d+),\s*(.*)$")
+_XID_RE = re.compile(_START + r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f:.]+)\): ([0-9]{1,9}),\s*(.*)$")
 # syslog facility 0 (LOG_KERN) is the kernel's own: a process writing to /dev/kmsg cannot take it (devkmsg_write
 # turns facility 0 into LOG_USER), so only those records are read as the kernel's.
 KERNEL_FACILITY = 0

@@ -219,3 +219,13 @@ def test_dmesg_stamp_that_is_no_date_keeps_the_line_with_no_time():
     assert [when for when, _message in entries] == [None, None]
     _kills, xids = ke.find_events(entries, now=10.0)
     assert xids[0]["code"] == 79 and xids[0]["age_seconds"] is None
+
+
+def test_numbers_past_any_the_kernel_prints_do_not_raise():
+    """int() of 5000 digits raises ValueError (Python 3.11): a log line with one ended node_facts' kernel_events."""
+    huge = "9" * 5000
+    lines = ["NVRM: Xid (PCI:0000:3b:00): %s, x" % huge, "Out of memory: Killed process %s (x) total-vm:1kB" % huge,
+             "Memory cgroup out of memory: Kill process %s (x) score %s or sacrifice child" % (huge, huge)]
+    kills, xids = ke.find_events([(1.0, line) for line in lines], now=2.0)
+    assert kills == [] and xids == []
+    assert ke.parse_kmsg("%s,1,1,-;x\n4,%s,%s,-;y\n" % (huge, huge, huge), boot_epoch=0.0) == []
