@@ -31,7 +31,8 @@ def preflight(tmp_path, *extra, **kwargs):
         "bad": {"ansible_connection": "local", "ansible_python_interpreter": MISSING_PYTHON}}}}))
     argv = ["ansible-playbook", "playbooks/preflight.yml", "-i", str(inventory), "-e",
             "preflight_report_dir=%s" % (tmp_path / "reports"), "-e", "preflight_max_build_processes=100000",
-            "-e", "preflight_min_available_memory=1MiB", "-e", '{"preflight_profiles": []}']
+            "-e", "preflight_min_available_memory=1MiB", "-e", '{"preflight_profiles": []}',
+            "-e", "preflight_max_memory_pressure=100"]
     for assignment in extra:
         argv += ["-e", assignment]
     if kwargs.get("limit"):
