@@ -268,7 +268,9 @@ def _memory_cell(name, entry):
 
 COLUMNS = (
     Column(key="host", header="HOST", cell=lambda name, entry: name),
-    Column(key="status", header="STATUS", cell=lambda name, entry: entry["status"].replace("_", " ")),
+    # A node whose check could not run at all (its one failed check is readiness itself): not known to be safe (issue 39)
+    Column(key="status", header="STATUS", cell=lambda name, entry: entry["status"].replace("_", " ")
+           + (" (unknown)" if entry["status"] == "not_ready" and entry.get("failed_checks") == ["readiness"] else "")),
     Column(key="memory", header="EFFECTIVE AVAILABLE / TOTAL", cell=_memory_cell),
     Column(key="build_processes", header="BUILD PROCS", cell=lambda name, entry: "-" if entry.get("build_processes") is None
            else str(entry["build_processes"]), numeric=True),

@@ -48,6 +48,7 @@ def test_a_run_where_no_node_could_be_checked_writes_this_runs_reports_and_gate(
     out = run.stdout
     assert run.returncode == 2, out
     assert "Gate: STOPPED THE RUN" in out and "Traceback" not in out, out
+    assert re.search(r'"bad +not ready \(unknown\) ', out), out   # the console table's STATUS
     with open(str(tmp_path / "reports" / "preflight.json")) as handle:
         report = json.load(handle)
     assert report["finished"] != "2000-01-01T00:00:00Z", report
@@ -57,7 +58,8 @@ def test_a_run_where_no_node_could_be_checked_writes_this_runs_reports_and_gate(
     assert "could not run on this node" in entry["reason"] and MISSING_PYTHON in entry["reason"], entry
     assert report["gate"]["abort"] is True, report["gate"]
     for name in ("preflight.md", "preflight.xml", "preflight.html"):
-        assert MISSING_PYTHON in (tmp_path / "reports" / name).read_text(), name
+        text = (tmp_path / "reports" / name).read_text()
+        assert MISSING_PYTHON in text and (name == "preflight.xml" or "not ready (unknown)" in text), name
 
 
 @pytest.mark.parametrize("extra", [("preflight_drop_mode=end_host",), ("preflight_drop_mode=fail",),

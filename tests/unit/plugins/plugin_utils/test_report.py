@@ -77,6 +77,17 @@ def test_table_has_a_line_per_host_and_a_count_line(report):
     assert lines[-1] == "1 ready, 1 not ready, 2 unreachable (of 4)"
 
 
+def test_a_node_whose_check_could_not_run_shows_as_unknown():
+    """Issue 39: readiness returns such a node with its one check, readiness, unknown: counted not ready, said unknown."""
+    unchecked = dict(readiness(False, [check("readiness", "unknown", "unknown: the check could not run on this node")]),
+                     ansible_facts={})
+    report = _report.build_report({"node1": RESULTS["node1"], "node5": unchecked})
+    lines = _report.render_table(report)
+    assert lines[2].split()[:4] == ["node5", "not", "ready", "(unknown)"], lines
+    assert "(unknown)" not in lines[1] and report["summary"]["not_ready"] == 1
+    assert "readiness: unknown: the check could not run on this node" in lines[2]
+
+
 def test_junit_is_valid_and_says_the_same(report):
     root = ElementTree.fromstring(_report.render_junit(report))
     suites = dict((s.get("name"), s) for s in root.findall("testsuite"))
