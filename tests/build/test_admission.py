@@ -43,7 +43,8 @@ def configure_mix(build, config=None, project=MIXED, admission=ADMISSION):
 def admission_config(directory, peaks_path, default_mib=100, reserve_mib=16, root=MIXED, **more):
     config = os.path.join(directory, "admission.json")
     settings = {"state_dir": os.path.join(directory, "admission"), "peaks_path": peaks_path, "root": root,
-                "reserve_bytes": reserve_mib * MIB, "default_bytes": default_mib * MIB, "poll_seconds": 0.2}
+                "reserve_bytes": reserve_mib * MIB, "default_bytes": default_mib * MIB, "poll_seconds": 0.2,
+                "sample_seconds": 0.2}
     settings.update(more)
     with open(config, "w") as handle:
         json.dump(settings, handle)
@@ -123,7 +124,7 @@ def test_launcher_reads_its_cgroup_limit_and_reclaims_dead_entries(tmp_path):
         source = tmp_path / "one.c"
         source.write_text("int one(void) { return 1; }\n")
         probe = ("import sys; sys.path.insert(0, %r); import _admission as a; "
-                 "print(a.settings_rule.budget({'reserve_bytes': 0}, a.cgroup_limit(), a.mem_available()))" % os.path.dirname(ADMISSION))
+                 "print(a.settings_rule.budget({'reserve_bytes': 0}, a.node.cgroup_limit(), a.node.mem_available()))" % os.path.dirname(ADMISSION))
 
         def in_group():
             with open(os.path.join(group, "cgroup.procs"), "w") as procs:
@@ -166,10 +167,10 @@ def test_compiler_exit_status_passes_through(tmp_path):
 
 
 def test_a_compile_that_grows_past_its_reservation_holds_what_it_uses(tmp_path):
-    """A source never seen (default 100 MiB here) holds 300: it claims all that is left of the budget until it
-    ends (issue 29 item 2: it has not shown how it grows), so the next compile - learned at 200 MiB, which would fit
-    beside the 100 of the default in a 500 MiB budget - waits until it ends (the real tree's w4a8_grouped_mm_c3x.cu
-    reserved the 5 GiB default and held 13.4 GiB while light compiles were admitted)."""
+    """A source never seen (default 100 MiB here) holds 300: its reservation grows to what it holds x the margin, so
+    the next compile - learned at 200 MiB, which would fit beside the 100 of the default in a 500 MiB budget - waits
+    until it ends (the real tree's w4a8_grouped_mm_c3x.cu reserved the 5 GiB default and held 13.4 GiB while light
+    compiles were admitted)."""
     src = tmp_path / "src"
     src.mkdir()
     (src / "unseen.c").write_text("/* gpufleet-hog: 300 4 */\nint unseen(void) { return 1; }\n")
@@ -196,7 +197,7 @@ def test_a_compile_that_grows_past_its_reservation_holds_what_it_uses(tmp_path):
         except (OSError, ValueError):
             entry = {}
         held = entry.get("bytes", 0)
-    assert held == 500 * MIB and entry.get("state") == "running", entry
+    assert held >= 300 * MIB and entry.get("state") == "running", entry   # what it holds x the margin, not its 100 MiB claim
     known = compile_("known.c")
     known_out, unseen_out = known.communicate(timeout=60)[0], unseen.communicate(timeout=60)[0]
     assert unseen.returncode == 0 and known.returncode == 0, (unseen_out, known_out)
@@ -225,7 +226,10 @@ def test_cold_and_seeded_builds_have_no_oom_kill(tmp_path):
         with open(os.path.join(str(folder), "admission", "ledger.log")) as handle:
             starts = [json.loads(line) for line in handle if '"start"' in line]
         learned = [row["learned"] for row in starts]
-        assert learned == ([False] * 12 if seeds is None else [True] * 12), starts
+        assert len(set(row["source"] for row in starts)) == 12, starts
+        assert set(learned) == ({False} if seeds is None else {True}), starts
+        if seeds is None:   # cold runs wide: two compiles at once, stopped (frozen or evicted) before the limit
+            assert max(row["running"] for row in starts) == 2, starts
         if seeds:   # a heavy, long one first (two do not fit together), light ones beside it
             assert starts[0]["source"].startswith("src/a_heavy_") and not starts[1]["source"].startswith("src/a_heavy_")
 

@@ -117,7 +117,7 @@ def test_two_builds_on_one_node_share_the_budget(tmp_path):
     for build in ("one", "two"):
         src = tmp_path / build
         sources(src, heavy=(250, 1.5))
-        (tmp_path / (build + ".json")).write_text(json.dumps({"heavy.c": {"peak_bytes": 260 * MIB, "seconds": 2}}))
+        (tmp_path / (build + ".json")).write_text(json.dumps({build + ":heavy.c": {"peak_bytes": 260 * MIB, "seconds": 2}}))
         config = write_config(tmp_path / (build + "-c.json"), state_dir=str(state), root=str(src), tree=build,
                               peaks_path=str(tmp_path / (build + ".json")), budget_bytes=400 * MIB)
         procs.append(compile_(config, src, "heavy.c", src))

@@ -117,12 +117,13 @@ def test_the_heavy_long_compile_gets_the_spare_threads_beside_a_light_one(tmp_pa
     (src / "light.cu").write_text("__global__ void l() {}\n")
     key = key_of(GENCODES)
     peaks = {key: {"peak_bytes": 60 * MIB, "seconds": 300.0, "killed": False},
-             key.replace("k.cu", "light.cu"): {"peak_bytes": 60 * MIB, "seconds": 3.0, "killed": False}}
+             key.replace("k.cu", "light.cu"): {"peak_bytes": 60 * MIB, "seconds": 3.0, "killed": False},
+             key_of(GENCODES[:1], ()): {"peak_bytes": 900 * MIB, "seconds": 5.0, "killed": False}}
     (tmp_path / "peaks.json").write_text(json.dumps(peaks))
     state = tmp_path / "state"
     config = write_config(tmp_path / "c.json", state_dir=str(state), peaks_path=str(tmp_path / "peaks.json"),
                           root=str(src), budget_bytes=1024 * MIB, cpus=4)
-    # an unseen compile holds the node (all the budget) for 5 s while both queue
+    # a learned 900 MiB compile holds the node (it fits only alone) for 5 s while both queue
     block = compile_cu(config, nvcc, src, tmp_path / "block.o", GENCODES[:1], ARCH_SECONDS="5")
     wait_running(state, block.pid)
     heavy = compile_cu(config, nvcc, src, tmp_path / "k.o", GENCODES, "--threads", "32")

@@ -119,7 +119,8 @@ def relieve(config, ledger, room, overhead):
         if action == "evict":
             entry.update(evicted=True, live=0, rate=0, bytes=0)
         log_event(config, event=action, pid=int(pid), source=entry.get("source"), live_bytes=entry.get("live"),
-                  budget=budget, held=sum(e["live"] for e in running))
+                  budget=budget, held=sum(e["live"] for e in running), overhead=overhead,
+                  rates=[int(e.get("rate") or 0) for e in running])
 
 
 def schedule(config, ledger, cpus, group):
@@ -241,7 +242,7 @@ def wait_holding(config, mine, held, child, known, stopped=lambda: None):
     not forward (it came before the compiler existed) is forwarded here."""
     margin, position, seen, forwarded = float(config["margin"]), 0, [], None
     phases, peak = policy.phases_of(known), int((known or {}).get("peak_bytes") or 0)
-    last = (time.time(), 0)
+    history = [(time.time(), 0)]
     while True:
         if stopped() and forwarded is None:
             forwarded = stopped()
@@ -259,12 +260,14 @@ def wait_holding(config, mine, held, child, known, stopped=lambda: None):
                 seen.append([name, live])
             position = policy.advance(phases, position, name)
             held = policy.reservation({"bytes": held}, live, margin, phases, position, peak)
-            rate = max(live - last[1], 0) / max(now - last[0], 1e-3)
-            last = (now, live)
+            # growth over the last second or so, not one sample: a compile descheduled on a busy machine catches up
+            # in a burst that says nothing of how fast it grows
+            history = [point for point in history if now - point[0] <= max(1.0, 3 * float(config["sample_seconds"]))] + [(now, live)]
+            rate = max(live - history[0][1], 0) / max(now - history[0][0], float(config["sample_seconds"]))
             entry = update(config, mine, lambda e, h=held, l=live, r=rate: e.update(
-                bytes=h, live=l, rate=0 if e.get("frozen") else r, self_bytes=node.resident_bytes([os.getpid()])))
+                bytes=h, live=l, rate=0 if e.get("frozen") else r, self_bytes=node.private_bytes(os.getpid())))
             if entry.get("frozen"):
-                last = (now, live)
+                history = [(now, live)]
 
 
 def learn(config, key, peak, seconds, killed, phases, threads=None, stopped=False, known_before=None, cache_hit=False):
@@ -299,7 +302,7 @@ def waiting_entry(config, key, argv, peaks):
     mine = {"state": "waiting", "bytes": need, "source": key, "since": time.time(), "seconds": policy.expected_seconds(peaks, key),
             "threads": threads_rule.threads_of(argv[1:], cpus), "learned": learned, "budget": room, "cpus": cpus,
             "pid": os.getpid(), "pid_start": node.pid_start(os.getpid()), "group": node.memory_group(),
-            "self_bytes": node.resident_bytes([os.getpid()])}
+            "self_bytes": node.private_bytes(os.getpid())}
     archs = threads_rule.arch_count(argv) if config.get("threads_per_source") and threads_rule.is_nvcc(argv) else 0
     if archs > 1:   # the scheduler picks its nvcc threads: what each count needs, up to the archs and the CPUs
         mine.update(threads=1, options=policy.thread_options(peaks, key, min(archs, cpus, int(config.get("max_threads") or archs)),
@@ -342,8 +345,9 @@ def run_admitted(config, key, argv, stop):
             gone = leave(config, mine, source=key, rc=rc, seconds=round(seconds, 2))
         if not gone.get("evicted") or stopped():
             break
-        say("gpufleet-admit: %s was stopped to make room for a compile that needed it; it runs again" % key)
-        mine.update(since=time.time(), bytes=max([mine["bytes"]] + [int(size * float(config["margin"])) for _n, size in seen]))
+        say("gpufleet-admit: %s was stopped to make room for a compile that needed it; it runs again, first and alone" % key)
+        # what it showed says it needs more than its claim: it goes first, claiming the whole budget (no second eviction)
+        mine.update(since=time.time(), first=True, learned=False, options=None, threads=1, bytes=int(mine["budget"]))
     seconds = max(seconds - float(gone.get("frozen_seconds") or 0), 0.0)   # time frozen is not the compile's
     # nvcc --threads runs cicc/ptxas side by side, and a killed compile needs at least what its whole tree held: the
     # tree's sampled sum can pass the largest one process held

@@ -125,6 +125,17 @@ def resident_bytes(pids, proc="/proc"):
     return total
 
 
+def private_bytes(pid, proc="/proc"):
+    """What ``pid`` holds that no other process shares (``statm`` resident less shared pages): what one more
+    launcher costs the cgroup - its interpreter's shared text is charged once, however many run (0 when gone)."""
+    try:
+        with open(os.path.join(proc, str(pid), "statm")) as handle:
+            fields = handle.read().split()
+        return max(int(fields[1]) - int(fields[2]), 0) * os.sysconf("SC_PAGE_SIZE")
+    except (IOError, OSError, IndexError, ValueError):
+        return 0
+
+
 def tree_sizes(root, table=None, proc="/proc"):
     """``{pid: (name, resident bytes)}`` of ``root``'s process tree now (a process that ends meanwhile is left out)."""
     table = proc_table(proc) if table is None else table

@@ -206,7 +206,10 @@ def load(entries, margin=1.0):
 
 def claim(entry, room, cpus):
     """What an unlearned compile reserves when it starts: its default need, at most the room per CPU (a cold build
-    starts as wide as the CPUs; what it really needs is watched and frozen, not guessed)."""
+    starts as wide as the CPUs; what it really needs is watched and frozen, not guessed); one evicted before claims
+    all of it (it runs alone: evicted once, never again)."""
+    if entry.get("first"):
+        return int(max(room, 1))
     return int(max(min(entry["bytes"], room / float(max(cpus, 1))), 1))
 
 
@@ -231,8 +234,9 @@ def drained_by(head, running, room, margin):
 
 
 def start_order(entry):
-    """Longest expected first, then first come."""
-    return (entry.get("seconds") or 0, -entry["since"])
+    """An evicted compile first (``first``: it already ran and was stopped for another), then the longest expected,
+    then first come."""
+    return (bool(entry.get("first")), entry.get("seconds") or 0, -entry["since"])
 
 
 def thread_options(peaks, key, top, archs, per_thread_default, margin):

@@ -8,7 +8,7 @@ groups (_admission_node.signal_compile).
 
 Each running entry: ``live`` (what its process tree holds now), ``rate`` (bytes a second it grew by since the last
 sample, >= 0), ``frozen`` (when it was frozen, or absent), ``started``, ``seconds`` (learned, or None), ``bytes`` (its
-reservation). The rule: when what runs, grown for ``horizon`` seconds at its rates, would cross the budget, freeze the
+reservation), ``learned``. The rule: when what runs, grown for ``horizon`` seconds at its rates, would cross the budget, freeze the
 growing compile furthest from done - never the last one running - so that the others finish and free memory; a frozen
 compile keeps its memory, so the trigger fires while the growth still fits. Where freezing cannot make room (one
 compile left running, the frozen ones holding what it needs), evict the frozen compile that has done least: killed and
@@ -22,9 +22,18 @@ __metaclass__ = type
 THAW_LEVEL = 0.9   # thaw only while what runs would stay under 90 % of the budget: no freeze / thaw every sample
 
 
+def growth(entry, horizon):
+    """What an unfrozen compile may add in ``horizon`` seconds at its rate: a learned one no more than up to its
+    reservation (its peak x margin: a ramp measured over one sample says nothing past it), an unlearned one unbounded."""
+    grown = max(entry.get("rate") or 0, 0) * horizon
+    if entry.get("learned"):
+        grown = min(grown, max(int(entry.get("bytes") or 0) - entry["live"], 0))
+    return grown
+
+
 def projected(entries, horizon):
     """What ``entries`` hold in ``horizon`` seconds: what they hold now, the unfrozen ones grown at their rates."""
-    return sum(e["live"] for e in entries) + sum(max(e.get("rate") or 0, 0) * horizon for e in entries if not e.get("frozen"))
+    return sum(e["live"] for e in entries) + sum(growth(e, horizon) for e in entries if not e.get("frozen"))
 
 
 def remaining(entry, now):
@@ -52,21 +61,21 @@ def decide(running, budget, horizon, now, overhead=0):
     level = projected(running, horizon) + overhead
     actions = []
     if level > budget:
-        growing = sorted((e for e in active if (e.get("rate") or 0) > 0), key=lambda e: furthest_from_done(e, now), reverse=True)
+        growing = sorted((e for e in active if growth(e, horizon) > 0), key=lambda e: furthest_from_done(e, now), reverse=True)
         for entry in growing:
             if level <= budget or len(active) <= 1:
                 break
             active.remove(entry)
             frozen.append(entry)
             actions.append(("freeze", entry["pid"]))
-            level -= entry["rate"] * horizon
+            level -= growth(entry, horizon)
         # freezing made no room (one compile runs, or none grows: a limit lowered under what they hold): the compiles
         # that did least free theirs and are queued again - the frozen first, never the last one running
         for entry in sorted(frozen, key=lambda e: e["started"], reverse=True) + sorted(active, key=lambda e: e["started"])[:0:-1]:
             if level <= budget or (entry in active and len(active) <= 1):
                 break
             actions = [a for a in actions if a[1] != entry["pid"]] + [("evict", entry["pid"])]
-            level -= entry["live"] + (max(entry.get("rate") or 0, 0) * horizon if entry in active else 0)
+            level -= entry["live"] + (growth(entry, horizon) if entry in active else 0)
             if entry in active:
                 active.remove(entry)
         return actions

@@ -4,7 +4,10 @@
 """A compiler wrapper that holds the memory its source asks for (/* gpufleet-hog: MIB SECONDS */), every page
 touched so it is resident and charged to the build's cgroup, then runs the real compiler: argv = COMPILER ARGS...
 HOGCC_SCALE multiplies the MiB (a bench sizes the mix to its machine); HOGCC_BURN=1 spins a CPU for the seconds.
+The memory grows over the first HOGCC_RAMP (default 0.5) of the seconds, as a compiler's does (cicc grows for most of
+its run; bench/replay.py models the same): 0 takes it all at once.
 """
+import mmap
 import os
 import re
 import sys
@@ -21,16 +24,24 @@ def main():
             found = re.search(r"gpufleet-hog:\s*([0-9.]+)\s+([0-9.]+)", handle.read())
         if found:
             mib, seconds = float(found.group(1)) * float(os.environ.get("HOGCC_SCALE", "1")), float(found.group(2))
-    block = bytearray(int(mib * 1024 * 1024))
-    for index in range(0, len(block), 4096):
-        block[index] = 1
-    if os.environ.get("HOGCC_BURN") == "1":    # a compile uses a CPU for its time: a -j above the cores pays for it
-        end = time.time() + seconds
-        while time.time() < end:
-            pass
-    else:
-        time.sleep(seconds)
-    del block
+    start, ramp = time.time(), seconds * float(os.environ.get("HOGCC_RAMP", "0.5"))
+    burn = os.environ.get("HOGCC_BURN") == "1"    # a compile uses a CPU for its time: a -j above the cores pays for it
+
+    def until(moment):
+        while time.time() < moment:
+            if not burn:
+                time.sleep(max(moment - time.time(), 0))
+
+    # anonymous mmap: its pages become resident as they are touched (bytearray(n) zeroes - touches - them all at once)
+    size = int(mib * 1024 * 1024)
+    block = mmap.mmap(-1, max(size, 1))
+    steps = max(1, int(ramp / 0.05))
+    for step in range(steps):   # touch the pages a slice at a time: resident (and charged) as the ramp goes
+        for index in range(step * size // steps // 4096 * 4096, (step + 1) * size // steps, 4096):
+            block[index] = 1
+        until(start + ramp * (step + 1) / steps)
+    until(start + seconds)
+    block.close()
     os.execvp(args[0], args)
 
 

@@ -54,3 +54,12 @@ def test_the_launchers_overhead_counts_as_held():
 def test_nothing_starts_while_a_compile_is_frozen():
     assert pressure.admitting([run("a", 1), run("b", 1)])
     assert not pressure.admitting([run("a", 1), run("b", 1, frozen=3)])
+
+
+def test_a_learned_compile_grows_at_most_to_its_reservation():
+    """A ramp measured over one sample (600 MiB/s) says nothing past a learned peak: a compile learned at 207 MiB
+    (reservation) holding 160 does not project to 430 and freeze itself beside a 33 MiB one in a 400 MiB budget."""
+    other = dict(run("other", 160 / 1024.0, 600 / 1024.0, started=5, reserved=207 / 1024.0), learned=True)
+    assert pressure.decide([run("two", 33 / 1024.0), other], 400 * 1024 ** 2, 0.45, 6.0) == []
+    assert pressure.decide([run("two", 33 / 1024.0), dict(other, learned=False)], 400 * 1024 ** 2, 0.45, 6.0) == [
+        ("freeze", "other")]
