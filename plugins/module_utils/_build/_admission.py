@@ -274,7 +274,7 @@ def learn(config, key, peak, seconds, killed, phases, threads=None, stopped=Fals
     peaks_path = config["peaks_path"]
     with node.Locked(peaks_path + ".lock"):
         node.save_json(peaks_path, policy.record(node.load_json(peaks_path), key, peak, seconds, killed, time.time(), phases,
-                                            threads, stopped=stopped, known_before=known_before, cache_hit=cache_hit))
+                                                 threads, stopped=stopped, known_before=known_before, cache_hit=cache_hit))
 
 
 def start_compile():

@@ -23,7 +23,6 @@ import tempfile
 UNLIMITED = 1 << 60
 
 
-
 def cgroup_limit(proc_self_cgroup="/proc/self/cgroup", cgroup_root="/sys/fs/cgroup"):
     """The smallest memory limit on the path of this process's memory cgroup - v2 ``memory.max`` or v1
     ``memory.limit_in_bytes`` - or None when unlimited / unknown."""
@@ -171,8 +170,8 @@ SIGNALS = {"freeze": signal.SIGSTOP, "thaw": signal.SIGCONT, "evict": signal.SIG
 def signal_compile(entry, action, proc="/proc"):
     """Send ``action``'s signal to the process group of the compile ``entry`` names (its ``child`` leads its own
     group), only while that leader is the process the ledger recorded (same start time) or gone (its group may live
-    on: a frozen cicc after nvcc was killed with its launcher): a pid reused since is never signalled. An eviction also thaws (a stopped process dies of SIGKILL, but its group must not stay stopped).
-    Whether it was sent."""
+    on: a frozen cicc after nvcc was killed with its launcher): a pid reused since is never signalled. An eviction
+    also thaws (a stopped process dies of SIGKILL, but its group must not stay stopped). Whether it was sent."""
     child = entry.get("child")
     if not child or entry.get("child_start") is None:
         return False

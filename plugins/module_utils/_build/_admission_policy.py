@@ -180,7 +180,7 @@ def pick_next(waiting, running, budget, cpus, margin=1.0, now=None, overhead=0):
         if fits(other, beside):
             beside.append(other)
     chosen = threads_rule.threads_for(pick["options"], pick.get("budget", budget) - load(beside, margin),
-                         pick.get("cpus", cpus) - sum(b.get("threads") or 1 for b in beside))
+                                      pick.get("cpus", cpus) - sum(b.get("threads") or 1 for b in beside))
     # a compile longer than the rest of the build spread over the CPUs (or over the memory: learned seconds x bytes
     # / budget, whichever is longer) bounds the makespan: it takes its threads first (up to seconds / that span),
     # from what the running ones leave, before the others get theirs
@@ -188,8 +188,8 @@ def pick_next(waiting, running, budget, cpus, margin=1.0, now=None, overhead=0):
                sum((e.get("seconds") or 0) * e["bytes"] for e in waiting) / float(pick.get("budget", budget)))
     if span > 0 and (pick.get("seconds") or 0) > span:
         critical = threads_rule.threads_for(pick["options"][:int(math.ceil(pick["seconds"] / span))],
-                               pick.get("budget", budget) - load(list(running) + [pick], margin),
-                               pick.get("cpus", cpus) - sum(b.get("threads") or 1 for b in list(running) + [pick]))
+                                            pick.get("budget", budget) - load(list(running) + [pick], margin),
+                                            pick.get("cpus", cpus) - sum(b.get("threads") or 1 for b in list(running) + [pick]))
         chosen = max(chosen, critical)
     return dict(pick, threads=chosen, bytes=pick["options"][chosen - 1])
 

@@ -30,7 +30,7 @@ DEFAULTS = {
     "poll_seconds": 0.5,        # a waiting compile looks at the ledger's inode this often, decides at least 4x slower
     "settle_seconds": 0.5,      # the decision waits for this long a lull in arrivals: the compiles ninja starts together queue
                                 # first (at most 10x this long)
-    "sample_seconds": 2.0,      # how often a running compile's process tree is measured (a scan of /proc)
+    "sample_seconds": 1.0,      # how often a running compile's process tree is measured (a scan of /proc) and the freeze decided
     "threads_per_source": True,  # an nvcc compile of several -gencode targets gets the --threads its learned peaks,
                                  # the free CPUs and memory allow (its own --threads value is replaced)
     "max_threads": None,        # at most this many nvcc threads per compile (None: its -gencode count, the CPUs)
