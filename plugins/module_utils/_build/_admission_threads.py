@@ -61,7 +61,8 @@ def with_threads(argv, threads):
 def thread_points(entry):
     """``{threads: peak_bytes}`` measured for a learned source (by_threads in peaks.json; malformed ones dropped),
     each point raised to what the others imply: at t threads never below p(T) x t / T for a point at T > t (with the
-    model's base >= 0 the peak grows at most in proportion to the threads): a 10 MiB 1-thread point planted or merged beside a 700 MiB 4-thread one is read as 175 MiB (issue 36 finding 2)."""
+    model's base >= 0 the peak grows at most in proportion to the threads): a 10 MiB 1-thread point planted or merged
+    beside a 700 MiB 4-thread one is read as 175 MiB (issue 36 finding 2)."""
     points = (entry or {}).get("by_threads")
     if not isinstance(points, dict):
         return {}
