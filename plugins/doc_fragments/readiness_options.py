@@ -162,13 +162,44 @@ options:
     default: false
   xid_fail_actions:
     description:
-      - 'The Xid classes that fail the node, by the action NVIDIA''s Xid catalogue gives each code (gpu profile):
-        V(reset_gpu), V(reboot) (the node), V(contact_support) (hardware), V(restart_app) (the application''s own
-        error; left out by default). Codes in O(fatal_xids) fail whatever their class.'
+      - 'The Xid classes that fail the node, by the immediate action NVIDIA''s Xid catalogue (r590) gives each code
+        (gpu profile): V(reset_gpu), V(reboot) (the node), V(contact_support) (hardware), V(check_mechanicals) (power
+        cables, Xid 54), V(nvlink) (Xid 74 and the NVLink5 Xids 144-150 when their message says Fatal), V(restart_vm)
+        (Xid 151), V(check_uvm) (Xid 159), V(restart_app) (the application''s own error) and V(power_smoothing) (Xids
+        163-165); the last two are left out by default. Xid 154 takes the class of the recovery action its message
+        names (GPU Reset Required, Node Reboot Required, Drain and Reset...). Codes in O(fatal_xids) fail whatever
+        their class.'
     type: list
     elements: str
-    choices: [reset_gpu, reboot, contact_support, restart_app]
-    default: [reset_gpu, reboot, contact_support]
+    choices:
+      - reset_gpu
+      - reboot
+      - contact_support
+      - restart_app
+      - check_mechanicals
+      - nvlink
+      - restart_vm
+      - check_uvm
+      - power_smoothing
+    default:
+      - reset_gpu
+      - reboot
+      - contact_support
+      - check_mechanicals
+      - nvlink
+      - restart_vm
+      - check_uvm
+  check_sxid:
+    description:
+      - 'Whether NVSwitch errors in the kernel log (C(nvidia-nvswitchN: SXid ...) lines, read with the Xids) fail
+        the node (gpu profile): a fatal SXid within O(kernel_events_window) does.'
+    type: bool
+    default: true
+  sxid_fail_nonfatal:
+    description:
+      - Whether a non-fatal SXid fails the node too (O(check_sxid)).
+    type: bool
+    default: false
   check_dcgm_diag:
     description:
       - Whether to run DCGM's quick diagnostic C(dcgmi diag -r 1) (seconds; needs C(nv-hostengine)) and fail on a

@@ -143,7 +143,7 @@ ansible_facts:
       returned: when the disks subset is gathered
       type: dict
     gpufleet_kernel_events:
-      description: Recent OOM kills and GPU Xid errors from the kernel log, and which log was readable.
+      description: Recent OOM kills, GPU Xid and NVSwitch SXid errors from the kernel log, and which log was readable.
       returned: when the kernel_events subset is gathered
       type: dict
       contains:
@@ -186,6 +186,12 @@ ansible_facts:
               type: bool
         xids:
           description: GPU Xid errors within the window, with their PCI device, code and whether the code is fatal.
+          type: list
+          elements: dict
+        sxids:
+          description:
+            - NVSwitch SXid errors within the window (C(nvidia-nvswitchN: SXid (PCI:...): code, Fatal|Non-fatal, ...)),
+              with the switch's device name, PCI address, code, C(fatal) (null when the line says neither) and message.
           type: list
           elements: dict
 """

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet.preflight contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Recent OOM kills and GPU Xid errors from the kernel log -> ``gpufleet_kernel_events``.
+"""Recent OOM kills, GPU Xid and NVSwitch SXid errors from the kernel log -> ``gpufleet_kernel_events``.
 
 Pure parsers turn a log (``/dev/kmsg`` records, ``dmesg --time-format iso`` or ``journalctl -k -o short-unix``
 lines) into ``(epoch_seconds, message)`` entries, and entries into events. ``collect_kernel_events`` at the
@@ -46,6 +46,9 @@ _KILL_OLD_RE = re.compile(_START + _OOM_PREFIX + r": Kill process ([0-9]{1,10}) 
 _OOM_INFO_RE = re.compile(_START + r"oom-kill:(\S+)")
 _TASK_IN_RE = re.compile(_START + r"Task in (\S+) killed as a result of limit of (\S+)")
 _XID_RE = re.compile(_START + r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f:.]+)\): ([0-9]{1,9}),\s*(.*)$")
+# NVSwitch errors, as the Fabric Manager User Guide documents them: "nvidia-nvswitch3: SXid (PCI:0000:05:00.0): 12028,
+# Non-fatal, Link 32 egress non-posted PRIV error (First)".
+_SXID_RE = re.compile(_START + r"(nvidia-nvswitch[0-9]{1,4}): SXid \((?:PCI:)?([0-9A-Fa-f:.]+)\): ([0-9]{1,9}),\s*(.*)$")
 # syslog facility 0 (LOG_KERN) is the kernel's own: a process writing to /dev/kmsg cannot take it (devkmsg_write
 # turns facility 0 into LOG_USER), so only those records are read as the kernel's.
 KERNEL_FACILITY = 0
@@ -250,6 +253,26 @@ def find_events(entries, now):
     return oom_kills, xids
 
 
+def find_sxids(entries, now):
+    """Entries (in log order) -> the NVSwitch SXid events, each with its time, age and whether it says Fatal."""
+    sxids = []
+    for when, message in entries:
+        match = _SXID_RE.match(message)
+        if match:
+            rest = match.group(4).strip()
+            first = rest.split(",", 1)[0].strip().lower()
+            sxids.append({
+                "time": when,
+                "age_seconds": _age(when, now),
+                "device": match.group(1),
+                "pci": match.group(2),
+                "code": int(match.group(3)),
+                "fatal": True if first == "fatal" else False if first in ("non-fatal", "nonfatal") else None,
+                "message": rest,
+            })
+    return sxids
+
+
 def within_window(events, window_seconds):
     """Events no older than ``window_seconds``; an event whose time is unknown is kept (it may be recent)."""
     return [event for event in events if event["age_seconds"] is None or event["age_seconds"] <= window_seconds]
@@ -257,7 +280,7 @@ def within_window(events, window_seconds):
 
 def empty_events(window_seconds, message):
     return {"source": None, "readable": False, "message": message, "window_seconds": window_seconds, "lines_read": 0,
-            "oom_kills": [], "xids": []}
+            "oom_kills": [], "xids": [], "sxids": []}
 
 
 # ---- I/O below: /dev/kmsg, dmesg, journalctl ---------------------------------------------------------------
@@ -371,10 +394,11 @@ def collect_kernel_events(window_seconds=86400, run=run_with_timeout, root="/", 
             lines_read=len(entries),
             oom_kills=within_window(oom_kills, window_seconds),
             xids=within_window(xids, window_seconds),
+            sxids=within_window(find_sxids(entries, now), window_seconds),
         )
-        facts["message"] = "read %d kernel log lines from %s; %d OOM kills and %d Xid errors in the last %ss" % (
+        facts["message"] = "read %d kernel log lines from %s; %d OOM kills, %d Xid and %d SXid errors in the last %ss" % (
             len(entries), {"kmsg": "/dev/kmsg", "dmesg": "dmesg", "journal": "journalctl -k"}[source],
-            len(facts["oom_kills"]), len(facts["xids"]), window_seconds)
+            len(facts["oom_kills"]), len(facts["xids"]), len(facts["sxids"]), window_seconds)
         return facts
     return empty_events(window_seconds, "no kernel log readable (%s): run as root or set kernel.dmesg_restrict=0"
                         % "; ".join(problems))

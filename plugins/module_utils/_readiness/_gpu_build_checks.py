@@ -18,8 +18,8 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._paths import i
 from ansible_collections.gpufleet.preflight.plugins.module_utils._versions import split_arch, supports, version_at_least, version_tuple
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness._checks import describe_age, printable, result, skipped, unknown
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness._checks import option as _option
-from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness._gpu_health_checks import (
-    XID_ACTION_WORDS, classify_xid, describe_gpu, usable_gpus)
+from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness._gpu_health_checks import describe_gpu, usable_gpus
+from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness._xid_catalogue import SXID_ACTION, classify_event
 
 # Oldest Linux driver each CUDA toolkit release needs (CUDA toolkit release notes, table 3): the code nvcc builds
 # here must run on this node's driver.
@@ -139,7 +139,8 @@ def check_row_remaps(facts, policy):
 
 def check_fatal_xid(facts, policy):
     """Xid errors that fail the node: those in fatal_xids, and those whose class in NVIDIA's Xid catalogue
-    (``_gpu_health_checks.XID_CATALOGUE``) is one of xid_fail_actions; the message says what each needs."""
+    (``_xid_catalogue``, refined by the message: Xid 154's recovery action, an NVLink5 Xid's Fatal/Nonfatal) is one
+    of xid_fail_actions. The hint is the driver's own recovery action (an Xid 154 among them), else the catalogue's."""
     name = "fatal_xid"
     fatal = set(int(code) for code in _option(policy, "fatal_xids"))
     actions = set(_option(policy, "xid_fail_actions") or ())
@@ -147,19 +148,47 @@ def check_fatal_xid(facts, policy):
     if why:
         return why
     expected = "no fatal Xid in the last %s" % describe_age(events.get("window_seconds"))
-    bad = [xid for xid in events.get("xids") or []
-           if xid.get("code") in fatal or classify_xid(xid.get("code"))[0] in actions]
+    judged = [(xid, classify_event(xid)) for xid in events.get("xids") or []]
+    bad = [(xid, kind) for xid, kind in judged if xid.get("code") in fatal or kind["kind"] in actions]
     if not bad:
         return result(name, True, [], expected, "", "gpu")
-    latest = bad[-1]
-    kind, what = classify_xid(latest["code"])
+    latest, latest_kind = bad[-1]
+    driver = [kind for _xid, kind in bad if kind.get("recovery_action")]
     device = _device_at(facts, latest.get("pci"))
-    action = XID_ACTION_WORDS.get(kind, "the GPU needs a reset or reboot")
+    action = (driver[-1]["action"] if driver else latest_kind["action"]) or "the GPU needs a reset or reboot"
     message = "%d fatal Xid error%s, latest Xid %s on %s %s ago (%s)%s%s: %s; see `dmesg | grep Xid`" % (
         len(bad), "" if len(bad) == 1 else "s", latest["code"], latest.get("pci"),
         describe_age(latest.get("age_seconds")) if latest.get("age_seconds") is not None else "an unknown time",
-        latest.get("message"), ", %s" % what if what else "", ", %s" % describe_gpu(device) if device else "", action)
-    return result(name, False, sorted(set((x["code"], x.get("pci")) for x in bad)), expected, message, "gpu")
+        printable(latest.get("message") or ""), ", %s" % latest_kind["what"] if latest_kind["what"] else "",
+        ", %s" % describe_gpu(device) if device else "", action)
+    return result(name, False, sorted(set((x["code"], x.get("pci")) for x, _kind in bad)), expected, message, "gpu")
+
+
+def check_sxid(facts, policy):
+    """NVSwitch errors (SXid) in the kernel log: a fatal one fails the node (``sxid_fail_nonfatal``: any)."""
+    name = "sxid"
+    if not _option(policy, "check_sxid"):
+        return None
+    any_sxid = _option(policy, "sxid_fail_nonfatal")
+    expected = "no %sSXid in the last %%s" % ("" if any_sxid else "fatal ")
+    events, why = _kernel_events(facts, name, expected % "window", "gpu")
+    if why:
+        return why
+    expected = expected % describe_age(events.get("window_seconds"))
+    if "sxids" not in events:
+        return skipped(name, "the node's facts carry no SXid list (an older collection on the node): not judged", "gpu")
+    sxids = events.get("sxids") or []
+    bad = [sxid for sxid in sxids if any_sxid or sxid.get("fatal")]
+    observed = sorted(set((sxid.get("code"), sxid.get("device")) for sxid in sxids))
+    if not bad:
+        return result(name, True, observed, expected, "", "gpu")
+    latest = bad[-1]
+    message = "%d %sSXid error%s, latest SXid %s on %s (%s) %s ago: %s; %s; see `dmesg | grep SXid`" % (
+        len(bad), "" if any_sxid else "fatal ", "" if len(bad) == 1 else "s", latest.get("code"), latest.get("device"),
+        latest.get("pci"), describe_age(latest.get("age_seconds")) if latest.get("age_seconds") is not None
+        else "an unknown time", printable(latest.get("message") or ""),
+        SXID_ACTION if latest.get("fatal") else "a non-fatal NVSwitch error: watch its count, no action on its own")
+    return result(name, False, observed, expected, message, "gpu")
 
 
 def _device_at(facts, pci):

@@ -18,44 +18,12 @@ import re
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness._checks import result, skipped, unknown
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness._checks import option as _option
+from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _xid_catalogue
 
-# NVIDIA's Xid catalogue (docs.nvidia.com/deploy/xid-errors/, "Xid Catalog": each code's resolution bucket --
-# RESTART_APP, RESET_GPU, RESTART_BM (reboot the node), CONTACT_SUPPORT; verify against the driver branch you run).
-# code -> (class, what it is). Codes not listed are unclassified: they fail only when named in fatal_xids.
-XID_CATALOGUE = {
-    13: ("restart_app", "graphics engine exception (usually the application's own fault)"),
-    31: ("restart_app", "GPU memory page fault (usually the application's own fault)"),
-    43: ("restart_app", "GPU stopped processing (the application hit an error)"),
-    45: ("restart_app", "preemptive cleanup after an earlier error"),
-    48: ("reset_gpu", "double-bit ECC error"),
-    56: ("contact_support", "display engine error"),
-    57: ("contact_support", "error programming the video memory interface"),
-    58: ("contact_support", "unstable video memory interface"),
-    62: ("reset_gpu", "internal micro-controller halt"),
-    63: ("reset_gpu", "ECC page retirement or row remapping recorded (reset to apply)"),
-    64: ("reset_gpu", "ECC page retirement or row remapper failure"),
-    65: ("reset_gpu", "video processor exception"),
-    68: ("reset_gpu", "NVDEC0 exception"),
-    69: ("reset_gpu", "graphics engine class error"),
-    73: ("reset_gpu", "NVENC2 error"),
-    74: ("reset_gpu", "NVLink error (check the link and its cabling if it recurs)"),
-    79: ("reboot", "GPU has fallen off the bus"),
-    80: ("contact_support", "corrupted data sent to the GPU"),
-    81: ("contact_support", "VGA subsystem error"),
-    92: ("reset_gpu", "high single-bit ECC error rate"),
-    94: ("restart_app", "contained ECC error (only the application that touched it is affected)"),
-    95: ("reset_gpu", "uncontained ECC error"),
-    119: ("reset_gpu", "GSP RPC timeout"),
-    120: ("reset_gpu", "GSP error"),
-    140: ("reset_gpu", "unrecovered ECC error"),
-    149: ("reset_gpu", "NVLink fatal link error"),
-}
-XID_ACTION_WORDS = {
-    "reset_gpu": "reset the GPU (`nvidia-smi -r -i N`, the GPU drained) or reboot",
-    "reboot": "reboot the node; if it recurs, reseat the GPU or open an RMA",
-    "contact_support": "hardware fault: drain the node and open an RMA with the GPU's serial",
-    "restart_app": "the application's own error: restart it",
-}
+# NVIDIA's Xid catalogue lives in _xid_catalogue (issue 37); its names are re-exported here for the checks that read it.
+XID_CATALOGUE = _xid_catalogue.XID_CATALOGUE
+XID_ACTION_WORDS = _xid_catalogue.XID_ACTION_WORDS
+classify_xid = _xid_catalogue.classify_xid
 
 # What ``GPU Recovery Action`` (driver 570 and later) asks for; None is the healthy answer.
 RECOVERY_ACTIONS_OK = ("none",)
@@ -401,7 +369,3 @@ def check_dcgm_diag(facts, policy):
         message += " (`dcgmi diag -r 1` for the full table; `-r 2` takes about 2 minutes)"
     return result(name, not failed, dict((t["test"], t["result"]) for t in tests), expected, message, "gpu")
 
-
-def classify_xid(code):
-    """An Xid code -> (class, description) from the catalogue, ``(None, None)`` when unclassified."""
-    return XID_CATALOGUE.get(code, (None, None))

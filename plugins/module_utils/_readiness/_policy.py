@@ -287,6 +287,9 @@ CHECKS = (
         "kernel_events.xids[].code", "kernel_events.xids[].pci", "kernel_events.xids[].age_seconds",
         "kernel_events.xids[].message", "gpus.devices", _DEVICE + "pci_bus_id", _DEVICE + "index", _DEVICE + "name",
         _DEVICE + "serial", _DEVICE + "uuid"), ("fatal_xids", "xid_fail_actions")),
+    check("sxid", "gpu", gpu_build.check_sxid, _EVENTS + ("kernel_events.sxids",) + tuple(
+        "kernel_events.sxids[]." + key for key in ("code", "device", "pci", "fatal", "age_seconds", "message")),
+        ("check_sxid", "sxid_fail_nonfatal")),
     check("gpu_compute_apps", "gpu", gpu_build.check_gpu_compute_apps, _GPU + (
         _DEVICE + "index", _DEVICE + "compute_apps", _DEVICE + "compute_apps[].name", _DEVICE + "compute_apps[].pid",
         _DEVICE + "compute_apps[].used_memory_bytes"), ("allow_gpu_compute_apps", "allowed_gpu_compute_apps")),

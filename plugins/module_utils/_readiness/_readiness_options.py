@@ -148,11 +148,24 @@ OPTIONS = (
         "(driver 570 and later: C(Reset), C(Reboot), C(Drain P2P), C(Drain and Reset)).",
     ]),
     dict(name="xid_fail_actions", check=dict(form="choices"), type="list", elements="str",
-         choices=["reset_gpu", "reboot", "contact_support", "restart_app"],
-         default=["reset_gpu", "reboot", "contact_support"], roles=CHECK, description=[
-        "The Xid classes that fail the node, by the action NVIDIA's Xid catalogue gives each code (gpu profile): "
-        "V(reset_gpu), V(reboot) (the node), V(contact_support) (hardware), V(restart_app) (the application's own "
-        "error; left out by default). Codes in O(fatal_xids) fail whatever their class.",
+         choices=["reset_gpu", "reboot", "contact_support", "restart_app", "check_mechanicals", "nvlink", "restart_vm",
+                  "check_uvm", "power_smoothing"],
+         default=["reset_gpu", "reboot", "contact_support", "check_mechanicals", "nvlink", "restart_vm", "check_uvm"],
+         roles=CHECK, description=[
+        "The Xid classes that fail the node, by the immediate action NVIDIA's Xid catalogue (r590) gives each code (gpu "
+        "profile): V(reset_gpu), V(reboot) (the node), V(contact_support) (hardware), V(check_mechanicals) (power "
+        "cables, Xid 54), V(nvlink) (Xid 74 and the NVLink5 Xids 144-150 when their message says Fatal), V(restart_vm) "
+        "(Xid 151), V(check_uvm) (Xid 159), V(restart_app) (the application's own error) and V(power_smoothing) (Xids "
+        "163-165); the last two are left out by default. Xid 154 takes the class of the recovery action its message "
+        "names (GPU Reset Required, Node Reboot Required, Drain and Reset...). Codes in O(fatal_xids) fail whatever "
+        "their class.",
+    ]),
+    dict(name="check_sxid", check=dict(form="bool"), type="bool", default=True, roles=CHECK, description=[
+        "Whether NVSwitch errors in the kernel log (C(nvidia-nvswitchN: SXid ...) lines, read with the Xids) fail the "
+        "node (gpu profile): a fatal SXid within O(kernel_events_window) does.",
+    ]),
+    dict(name="sxid_fail_nonfatal", check=dict(form="bool"), type="bool", default=False, roles=CHECK, description=[
+        "Whether a non-fatal SXid fails the node too (O(check_sxid)).",
     ]),
     dict(name="check_dcgm_diag", check=dict(form="bool"), type="bool", default=False, roles=CHECK, description=[
         "Whether to run DCGM's quick diagnostic C(dcgmi diag -r 1) (seconds; needs C(nv-hostengine)) and fail on a test "

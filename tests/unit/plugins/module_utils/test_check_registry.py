@@ -144,6 +144,10 @@ def fixture_facts(tmp_path_factory):
         journal = handle.read()
     out.append(("kernel_events/journal", {"kernel_events": _kernel_events.collect_kernel_events(
         10 ** 8, lambda argv, timeout: (0, journal, ""), now=1764417800.0, sources=("journal",))}))
+    with open(os.path.join(FIXTURES, "kernel_events", "journal-xid-blackwell-sxid-short-unix.txt")) as handle:
+        blackwell = handle.read()
+    out.append(("kernel_events/journal-blackwell", {"kernel_events": _kernel_events.collect_kernel_events(
+        10 ** 8, lambda argv, timeout: (0, blackwell, ""), now=1764417800.0, sources=("journal",))}))
     tools = tmp / "tools"
     tools.mkdir()
     versions = os.path.join(FIXTURES, "toolchain")

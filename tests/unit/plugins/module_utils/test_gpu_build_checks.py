@@ -73,9 +73,9 @@ def disk(free=80 * GIB, inodes=10 ** 7, exists=True, writable=True, checked="/tm
             "mount_point": "/", "fstype": "ext4", "writable": writable, "read_only": False, "error": error}
 
 
-def events(oom=(), xids=(), readable=True, window=86400, message="read 100 lines"):
+def events(oom=(), xids=(), readable=True, window=86400, message="read 100 lines", sxids=()):
     return {"source": "kmsg" if readable else None, "readable": readable, "message": message, "window_seconds": window,
-            "oom_kills": list(oom), "xids": list(xids)}
+            "oom_kills": list(oom), "xids": list(xids), "sxids": list(sxids)}
 
 
 def kill(age, pid=4425, process="python3", is_global=False):
@@ -83,9 +83,16 @@ def kill(age, pid=4425, process="python3", is_global=False):
             "cgroup": "/build/sgl", "global": is_global}
 
 
-def xid(code, age=120.0, fatal=True):
-    return {"time": 1.0, "age_seconds": age, "pci": "0000:3b:00", "code": code, "fatal": fatal,
-            "message": "pid=1234, name=python3, GPU has fallen off the bus."}
+def xid(code, age=120.0, fatal=True, message="pid=1234, name=python3, GPU has fallen off the bus."):
+    return {"time": 1.0, "age_seconds": age, "pci": "0000:3b:00", "code": code, "fatal": fatal, "message": message}
+
+
+def sxid(code=24007, fatal=True, age=60.0):
+    return {"time": 1.0, "age_seconds": age, "device": "nvidia-nvswitch1", "pci": "0000:06:00.0", "code": code,
+            "fatal": fatal, "message": "%s, Link 44 error" % ("Fatal" if fatal else "Non-fatal")}
+
+
+REBOOT_154 = "GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)"
 
 
 HEALTHY = {
@@ -143,6 +150,35 @@ CASES = [
      "1 fatal Xid error, latest Xid 79 on 0000:3b:00 2m 00s ago"),
     (nc.check_fatal_xid, {"kernel_events": events(xids=[xid(13, fatal=False)])}, {}, "ok", ""),
     (nc.check_fatal_xid, {"kernel_events": events(xids=[xid(13)])}, {"fatal_xids": [13]}, "failed", "Xid 13"),
+    # issue 37: the r590 catalogue's classes, Xid 154's own recovery action as the hint, NVLink5 Fatal/Nonfatal
+    (nc.check_fatal_xid, {"kernel_events": events(xids=[xid(54, message="x")])}, {}, "failed",
+     "auxiliary power is not connected to the GPU board (SILENT_RUNNING_PWR_REDUCED_CLOCKING): check the GPU's auxiliary"),
+    (nc.check_fatal_xid, {"kernel_events": events(xids=[xid(149, message="NETIR_LINK_EVT Fatal XC0 i0 Link 00 (0x0)"),
+                                                        xid(154, message=REBOOT_154)])}, {}, "failed",
+     "2 fatal Xid errors, latest Xid 154 on 0000:3b:00 2m 00s ago (%s), GPU recovery action Node Reboot Required: "
+     "the driver asks for a node reboot" % REBOOT_154),
+    (nc.check_fatal_xid, {"kernel_events": events(xids=[xid(149, message="NETIR_LINK_EVT Fatal XC0 i0 Link 00 (0x0)")])},
+     {}, "failed", "NVLink5 NETIR error (NVLINK_NETIR_ERROR), fatal: NVLink fault: reset the GPU"),
+    (nc.check_fatal_xid, {"kernel_events": events(xids=[xid(144, message="SAW_MVB Nonfatal XC0 i0 Link 0 (0x1 0x8)")])},
+     {}, "ok", ""),
+    (nc.check_fatal_xid, {"kernel_events": events(xids=[xid(154, message="GPU recovery action changed from 0x0 (None) "
+                                                                          "to 0x1 (GPU Reset Required)")])}, {},
+     "failed", "GPU recovery action GPU Reset Required: the driver asks for a GPU reset (`nvidia-smi -r -i N`)"),
+    (nc.check_fatal_xid, {"kernel_events": events(xids=[xid(165, message="x")])}, {}, "ok", ""),
+    (nc.check_fatal_xid, {"kernel_events": events(xids=[xid(165, message="x")])}, {"xid_fail_actions": ["power_smoothing"]},
+     "failed", "replace the GPU if they are not acceptable"),
+    (nc.check_sxid, {"kernel_events": events(sxids=[sxid()])}, {}, "failed",
+     "1 fatal SXid error, latest SXid 24007 on nvidia-nvswitch1 (0000:06:00.0) 1m 00s ago: Fatal, Link 44 error; the "
+     "NVSwitch reported a fatal error: drain the node, stop Fabric Manager, reset the GPUs and NVSwitches"),
+    (nc.check_sxid, {"kernel_events": events(sxids=[sxid(12028, fatal=False)])}, {}, "ok", ""),
+    (nc.check_sxid, {"kernel_events": events(sxids=[sxid(12028, fatal=False)])}, {"sxid_fail_nonfatal": True}, "failed",
+     "1 SXid error, latest SXid 12028 on nvidia-nvswitch1 (0000:06:00.0) 1m 00s ago: Non-fatal, Link 44 error; a "
+     "non-fatal NVSwitch error"),
+    (nc.check_sxid, {"kernel_events": dict((k, v) for k, v in events().items() if k != "sxids")}, {}, "skipped",
+     "carry no SXid list"),
+    (nc.check_sxid, {"kernel_events": events(sxids=[sxid()])}, {"check_sxid": False}, None, None),
+    (nc.check_sxid, {"kernel_events": events(readable=False, message="no kernel log readable (/dev/kmsg: EPERM)")}, {},
+     "unknown", "/dev/kmsg: EPERM"),
     (nc.check_fatal_xid, {"kernel_events": events(readable=False, message="no kernel log readable (/dev/kmsg: EPERM)")}, {},
      "unknown", "/dev/kmsg: EPERM"),
     (nc.check_gpu_compute_apps,
@@ -230,7 +266,7 @@ def test_check(check, over, policy, status, words):
 
 def test_checks_tuple_names_are_unique_and_profiled():
     names = [check(HEALTHY, POLICY)["name"] for check in PROFILE_CHECKS]
-    assert len(set(names)) == len(names) == 23
+    assert len(set(names)) == len(names) == 24
     profiles = dict((check(HEALTHY, POLICY)["name"], check(HEALTHY, POLICY)["profile"]) for check in PROFILE_CHECKS)
     assert profiles["gpu_count"] == "gpu" and profiles["disk_space"] == "build" and profiles["nvcc_arch"] == "build"
 

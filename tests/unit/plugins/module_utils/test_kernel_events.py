@@ -229,3 +229,42 @@ def test_numbers_past_any_the_kernel_prints_do_not_raise():
     kills, xids = ke.find_events([(1.0, line) for line in lines], now=2.0)
     assert kills == [] and xids == []
     assert ke.parse_kmsg("%s,1,1,-;x\n4,%s,%s,-;y\n" % (huge, huge, huge), boot_epoch=0.0) == []
+
+
+def test_blackwell_xids_and_sxids_from_journal():
+    """Issue 37: Xid 154 / NVLink5 / PSHC lines read as Xids, NVSwitch SXid lines as their own events."""
+    entries = ke.parse_journal(text("journal-xid-blackwell-sxid-short-unix.txt"))
+    _kills, xids = ke.find_events(entries, now=1764417800.0)
+    assert [x["code"] for x in xids] == [79, 154, 144, 149, 154, 162]
+    assert xids[1]["message"].endswith("to 0x2 (Node Reboot Required)")
+    sxids = ke.find_sxids(entries, now=1764417800.0)
+    assert [(s["device"], s["pci"], s["code"], s["fatal"]) for s in sxids] == [
+        ("nvidia-nvswitch3", "0000:05:00.0", 12028, False), ("nvidia-nvswitch0", "0000:c3:00.0", 20009, False),
+        ("nvidia-nvswitch1", "0000:06:00.0", 24007, True)]
+    assert sxids[2]["message"].startswith("Fatal, Link 44") and sxids[2]["age_seconds"] == pytest.approx(800.0)
+
+
+@pytest.mark.parametrize("message, fatal", [
+    ("nvidia-nvswitch2: SXid (PCI:0000:0b:00.0): 12028, Non-fatal, Link 04", False),
+    ("[T42] nvidia-nvswitch2: SXid (PCI:0000:0b:00.0): 11001, Fatal, ingress invalid command", True),
+    ("nvidia-nvswitch2: SXid (PCI:0000:0b:00.0): 12028, Severity 1 Engine instance 0", None),
+])
+def test_sxid_line_forms(message, fatal):
+    sxids = ke.find_sxids([(None, message)], now=0.0)
+    assert len(sxids) == 1 and sxids[0]["fatal"] is fatal and sxids[0]["age_seconds"] is None
+
+
+@pytest.mark.parametrize("message", [
+    "audit: name=\"nvidia-nvswitch2: SXid (PCI:0000:0b:00.0): 12028, Fatal\"",
+    "nvidia-nvswitch2: SXid (PCI:0000:0b:00.0): garbled, Fatal",
+])
+def test_sxid_words_elsewhere_are_no_sxid(message):
+    assert ke.find_sxids([(None, message)], now=0.0) == []
+
+
+def test_collect_reports_sxids_within_the_window():
+    journal = text("journal-xid-blackwell-sxid-short-unix.txt")
+    facts = ke.collect_kernel_events(1000, lambda argv, timeout: (0, journal, ""), now=1764417800.0, sources=("journal",))
+    assert [s["code"] for s in facts["sxids"]] == [24007]
+    assert "1 SXid" in facts["message"]
+    assert ke.empty_events(60, "none")["sxids"] == []
