@@ -264,6 +264,7 @@ failed_steps:
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._build_option_table import argument_spec
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build._build_stop import stop_build
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build._guarded_build import (
     BuildError,
@@ -282,51 +283,8 @@ def find_in(name, env):
     return find_executable(name, search_path([], environ=env))
 
 
-# the one home of the options' defaults; module_utils reads them from params, tests from here
-ARGUMENT_SPEC = dict(
-    state=dict(type="str", default="present", choices=["present", "stopped"]),
-    run_id=dict(type="str"),
-    stop_timeout=dict(type="int", default=120),
-    argv=dict(type="list", elements="str"),
-    cmd=dict(type="str"),
-    chdir=dict(type="path", required=True),
-    source=dict(type="path"),
-    source_ignore=dict(type="list", elements="str",
-                       default=[".git", "build", "dist", "__pycache__", "_skbuild", ".eggs"]),
-    build_dir=dict(type="path", default="build"),
-    name=dict(type="str"),
-    jobs=dict(type="int"),
-    nvcc_threads=dict(type="int", default=1),
-    threads_variable=dict(type="str", default="SGL_KERNEL_COMPILE_THREADS"),
-    memory_limit=dict(type="str"),
-    memory_per_thread=dict(type="str", default="5GiB"),
-    reserve=dict(type="str"),
-    min_jobs=dict(type="int", default=1),
-    max_jobs=dict(type="int"),
-    cpus=dict(type="int"),
-    memory_facts=dict(type="dict"),
-    max_attempts=dict(type="int", default=4),
-    cmake_args=dict(type="str"),
-    cmake_policy_version_minimum=dict(type="str"),
-    ccache_dir=dict(type="path"),
-    admission=dict(type="dict"),
-    compiler_cache=dict(type="str", choices=["auto", "ccache", "sccache", "none"]),
-    compiler_cache_dir=dict(type="path"),
-    compiler_cache_dir_policy=dict(type="str", default="refuse", choices=["refuse", "warn"]),
-    compiler_cache_max_size=dict(type="str"),
-    compiler_cache_redis=dict(type="str", no_log=True),
-    cuda_arch_list=dict(type="str"),
-    environment=dict(type="dict", default={}, no_log=True),
-    artifacts=dict(type="list", elements="str", default=[]),
-    log_path=dict(type="path"),
-    status_path=dict(type="path"),
-    status_interval=dict(type="float", default=2),
-    confinement=dict(type="str", default="auto", choices=["auto", "systemd", "cgroupfs", "watchdog", "none"]),
-    confine=dict(type="bool"),
-    force=dict(type="bool", default=False),
-    timeout=dict(type="int"),
-    tail_lines=dict(type="int", default=40),
-)
+# declared in _build/_build_option_table.py (with its docs and its check); module_utils reads params, tests the table
+ARGUMENT_SPEC = argument_spec()
 
 
 def non_finite_option(params):

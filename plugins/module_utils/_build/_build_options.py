@@ -3,8 +3,9 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """guarded_build's option checks beyond what an argument spec type can say: bounds, sizes in binary units,
 names CMake and the environment accept, paths that must be absolute and of the right kind. Every check raises
-ValueError naming the option; the module turns it into ``fail_json``, never a traceback. Defaults are not
-restated here: the module's argument spec is their one home.
+ValueError naming the option; the module turns it into ``fail_json``, never a traceback. Which check an option
+gets is declared with the option (``_build_option_table.OPTIONS``, its ``check``): the ranges come from there and
+``FORMS`` holds the function of each form; defaults and bounds are not restated here.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -14,17 +15,21 @@ __metaclass__ = type
 import os
 import re
 
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _build_option_table as table
 from ansible_collections.gpufleet.preflight.plugins.module_utils._human import parse_size_option
 from ansible_collections.gpufleet.preflight.plugins.module_utils._values import non_finite, seconds
 from ansible_collections.gpufleet.preflight.plugins.module_utils._versions import FORMS
 
-# bounds that turn a typo (jobs: 1e99, status_interval: -1) into a clear error instead of a hang
-LIMITS = {"jobs": (1, 4096), "nvcc_threads": (1, 1024), "max_attempts": (1, 64), "min_jobs": (1, 4096),
-          "max_jobs": (1, 4096), "cpus": (1, 1 << 16), "tail_lines": (0, 100000), "stop_timeout": (1, 3600)}
+# bounds that turn a typo (jobs: 1e99, status_interval: -1) into a clear error instead of a hang (declared in the table)
+LIMITS = table.limits()
+SECONDS = table.limits("seconds")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")               # a CMake cache variable, an environment variable
 _VERSION = FORMS["version"]                                  # CMAKE_POLICY_VERSION_MINIMUM (the one rule: _versions)
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:@+-]{0,127}\Z")  # a run's id: in file contents and a variable
 _ARCHS = FORMS["cuda_arch_list"]                             # TORCH_CUDA_ARCH_LIST
+# a check's ``pattern``: (the rule, what a value must be)
+PATTERNS = {"cmake_name": (_NAME, "a CMake variable name"), "cmake_version": (_VERSION, "a CMake version such as 3.5"),
+            "arch_list": (_ARCHS, "an arch list such as 12.0a or 9.0;12.0a")}
 
 
 def check_number(name, value, low, high):
@@ -119,34 +124,58 @@ def check_stop_options(params):
         check_path(name, params[name], required=name == "chdir")
 
 
+def _check_path(name, value, check):
+    kind = check.get("kind")
+    check_path(name, value, "dir" if kind == "dir" else "file" if kind == "file" else None,
+               required=table.BY_NAME[name].get("required", False))
+    if kind == "cache_dir" and value and os.path.exists(value) and not os.path.isdir(value):
+        raise ValueError("%s: %s exists and is not a directory" % (name, value))
+
+
+def _check_not_empty(name, value, _check):
+    if value is not None and not value.strip():
+        raise ValueError("%s: must not be empty" % name)
+
+
+def _check_entries(name, value, _check):
+    if any(not item.strip() for item in value):
+        raise ValueError("%s: an empty entry would match everything or nothing; remove it" % name)
+
+
+def _check_pattern(name, value, check):
+    rule, what = PATTERNS[check["pattern"]]
+    check_pattern(name, value, rule, what)
+
+
+def _check_seconds(name, value, check):
+    """Through the one rule for seconds (finite, bounded): nan/inf/-1 never reach a loop; omitted: no default, no limit."""
+    if value is not None or table.BY_NAME[name].get("default") is not None:
+        seconds(value, name, minimum=check["min"], maximum=check["max"])
+
+
+def _checked_elsewhere(_name, _value, _check):
+    """``type`` (the argument spec bounds it), ``by`` (the file it names checks it), ``text`` (every option is)."""
+
+
+# form -> its check (name, value, the entry's check); ``command``, ``run_id`` and ranges are checked first, together
+FORMS = {"path": _check_path, "not_empty": _check_not_empty, "entries": _check_entries, "pattern": _check_pattern,
+         "seconds": _check_seconds, "environment": lambda _name, value, _check: check_environment(value),
+         "size": lambda name, value, check: check_size(name, value, positive=not check.get("zero")),
+         "command": _checked_elsewhere, "run_id": _checked_elsewhere, "text": _checked_elsewhere,
+         "type": _checked_elsewhere, "by": _checked_elsewhere}
+
+
 def check_options(params):
-    """Everything checkable before planning; ``{per_thread, limit, reserve, command}`` parsed."""
+    """Everything checkable before planning, each option by its declared check; ``{per_thread, limit, reserve,
+    command}`` parsed."""
     check_stop_options(params)
     command = check_command(params["argv"], params["cmd"])
     for name, (low, high) in LIMITS.items():
         check_number(name, params[name], low, high)
-    # seconds go through the one rule for them (finite, bounded): nan/inf/-1 never reach a loop
-    seconds(params["status_interval"], "status_interval", minimum=0.05, maximum=3600)
-    if params["timeout"] is not None:
-        seconds(params["timeout"], "timeout", minimum=1, maximum=30 * 86400)
-    check_path("chdir", params["chdir"], "dir", required=True)
-    check_path("source", params["source"], "dir")
-    check_path("log_path", params["log_path"], "file")
-    check_path("status_path", params["status_path"], "file")
-    check_path("ccache_dir", params["ccache_dir"])
-    if params["ccache_dir"] and os.path.exists(params["ccache_dir"]) and not os.path.isdir(params["ccache_dir"]):
-        raise ValueError("ccache_dir: %s exists and is not a directory" % params["ccache_dir"])
-    for name in ("build_dir", "name"):
-        if not params[name] and params[name] is not None or params[name] is not None and not params[name].strip():
-            raise ValueError("%s: must not be empty" % name)
-    for name in ("source_ignore", "artifacts"):
-        if any(not item.strip() for item in params[name]):
-            raise ValueError("%s: an empty entry would match everything or nothing; remove it" % name)
-    check_pattern("threads_variable", params["threads_variable"], _NAME, "a CMake variable name")
-    check_pattern("cmake_policy_version_minimum", params["cmake_policy_version_minimum"], _VERSION,
-                  "a CMake version such as 3.5")
-    check_pattern("cuda_arch_list", params["cuda_arch_list"], _ARCHS, "an arch list such as 12.0a or 9.0;12.0a")
-    check_environment(params["environment"])
+    for entry in table.OPTIONS:
+        form = entry["check"].get("form")
+        if form:
+            FORMS[form](entry["name"], params[entry["name"]], entry["check"])
     return {"command": command, "per_thread": check_size("memory_per_thread", params["memory_per_thread"]),
             "limit": check_size("memory_limit", params["memory_limit"]),
             "reserve": check_size("reserve", params["reserve"], positive=False)}

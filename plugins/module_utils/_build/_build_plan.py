@@ -8,8 +8,8 @@
     jobs x nvcc_threads                     <= usable cpus
 
 A concurrent nvcc thread takes 3-5 GB (flash-attention, onnxruntime measurements), so the default
-is 5 GiB per thread; sgl-kernel's own default of 32 threads per compile is what made ``-j20``
-OOM a 449 GiB node.
+per thread (guarded_build's ``memory_per_thread``, _build_option_table.py) covers the top of that;
+sgl-kernel's own default of 32 threads per compile is what made ``-j20`` OOM a 449 GiB node.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -19,10 +19,11 @@ __metaclass__ = type
 
 from ansible.module_utils.six import integer_types, string_types
 
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._build_option_table import default
 from ansible_collections.gpufleet.preflight.plugins.module_utils._human import human, parse_size_option
 
 GIB = 1024 ** 3
-DEFAULT_MEMORY_PER_THREAD = 5 * GIB
+DEFAULT_MEMORY_PER_THREAD = parse_size_option("memory_per_thread", default("memory_per_thread"))
 MIN_RESERVE = 8 * GIB
 RESERVE_FRACTION = 0.10
 # a measured memory per thread is planned with this margin, and never below the floor
