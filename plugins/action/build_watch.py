@@ -26,6 +26,7 @@ from ansible.errors import AnsibleActionFail, AnsibleConnectionFailure, AnsibleE
 from ansible.module_utils.common.text.converters import to_native, to_text
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
+from ansible_collections.gpufleet.preflight.plugins.module_utils._atomic import write_file
 from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _build_view as view
 from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _html_report
 
@@ -412,10 +413,7 @@ def write_reports(report_dir, report):
         written = []
         for name, render in renders:
             path = os.path.join(report_dir, name)
-            tmp_path = "%s.tmp.%d" % (path, os.getpid())
-            with open(tmp_path, "w") as handle:
-                handle.write(render(report))
-            os.rename(tmp_path, path)
+            write_file(path, render(report), mode=None)
             written.append(path)
         return written
     except (IOError, OSError) as exc:

@@ -16,11 +16,11 @@ import json
 import os
 import re
 import stat
-import tempfile
 import time
 
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
+from ansible_collections.gpufleet.preflight.plugins.module_utils._atomic import write_file
 from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _gate, _html_report, _report
 
 ARGUMENT_SPEC = dict(
@@ -148,19 +148,9 @@ def run_facts(task_vars):
 
 
 def write_atomically(directory, name, content, mode):
-    """Write aside, then rename over: a reader never sees half a report. ``mode``: 0666 less the umask,
-    as any file the user writes."""
-    fd, tmp_path = tempfile.mkstemp(dir=directory, prefix="." + name + ".")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(content)
-        os.chmod(tmp_path, mode)
-        os.rename(tmp_path, os.path.join(directory, name))
-    except BaseException:
-        if os.path.exists(tmp_path):
-            os.unlink(tmp_path)
-        raise
-    return os.path.join(directory, name)
+    """Write aside, then rename over (_atomic.write_file): a reader never sees half a report. ``mode``: 0666 less
+    the umask, as any file the user writes."""
+    return write_file(os.path.join(directory, name), content, mode=mode)
 
 
 class ActionModule(ActionBase):

@@ -20,12 +20,12 @@ import os
 import stat
 import subprocess
 import sys
-import tempfile
 import zipfile
 
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
+from ansible_collections.gpufleet.preflight.plugins.module_utils._atomic import write_file
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _policy
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _policy_validation
 from ansible_collections.gpufleet.preflight.plugins.module_utils._node_check import _hc_runtime
@@ -201,11 +201,9 @@ class ActionModule(ActionBase):
         except (IOError, OSError):
             changed = True
         if changed:
-            directory = os.path.dirname(dest) or "."
-            fd, tmp_path = tempfile.mkstemp(prefix=".health_check.", dir=directory)
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-            os.chmod(tmp_path, 0o644)
-            os.rename(tmp_path, dest)
+            try:
+                write_file(dest, data, mode=0o644, prefix=".health_check.")
+            except (IOError, OSError) as exc:
+                raise AnsibleActionFail("dest: cannot write the bundle to %s: %s" % (dest, exc.strerror or exc))
         result.update(changed=changed, dest=dest, modules=modules, size=len(data), policy=policy)
         return result

@@ -23,6 +23,8 @@ import os
 import stat
 import threading
 
+from ansible_collections.gpufleet.preflight.plugins.module_utils._atomic import write_file
+
 VERSION_FLAGS = frozenset(("--version", "-version", "-V", "--list-gpu-arch", "--list-gpu-code", "-dumpversion",
                            "-dumpfullversion"))
 # nvidia-smi --version reads the loaded driver, not the binary: a driver that no longer answers must fail every run.
@@ -101,20 +103,9 @@ def save(path, table, make_dir=False):
     if not os.path.isdir(directory):
         return
     kept = dict(sorted(table.items())[-MAX_ENTRIES:])
-    import tempfile  # pylint: disable=import-outside-toplevel  # only when a probe was new: not on every run
     try:
-        fd, temp = tempfile.mkstemp(prefix=".probes-", dir=directory)
-    except OSError:   # a read-only or full file system, a directory not ours: no cache this time, never an error
-        return
-    try:
-        with os.fdopen(fd, "w") as handle:
-            json.dump(kept, handle)
-        os.rename(temp, path)
-    except (OSError, ValueError):
-        try:
-            os.unlink(temp)
-        except OSError:
-            pass
+        write_file(path, json.dumps(kept), prefix=".probes-")
+    except (OSError, ValueError):   # a read-only or full file system, a directory not ours: no cache this time
         return
     remove_stale_temps(directory)
 

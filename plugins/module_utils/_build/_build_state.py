@@ -25,6 +25,7 @@ import stat
 import time
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils import _constants
+from ansible_collections.gpufleet.preflight.plugins.module_utils._atomic import write_file
 
 REGISTRY_DIR = "/run/gpufleet-build"  # root's build locks: one per build directory
 # the file names live in _constants: the roles ask the gpufleet.preflight.build_paths filter for them
@@ -143,23 +144,10 @@ def open_private(path, flags):
 
 
 def write_json_atomic(path, data):
-    """A new 0600 file (``O_EXCL``: never an existing one or a symlink) renamed over ``path``."""
-    tmp = "%s.tmp.%d" % (path, os.getpid())
+    """``data`` as JSON in a new 0600 file renamed over ``path`` (_atomic.write_file); StateError naming the path."""
     try:
-        os.unlink(tmp)  # ours from an earlier crash of this pid, or a planted one: never written through
-    except OSError:
-        pass
-    fd = open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
-    try:
-        with os.fdopen(fd, "w") as handle:
-            json.dump(data, handle, indent=2, sort_keys=True)
-            handle.write("\n")
-        os.rename(tmp, path)
+        write_file(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
     except (IOError, OSError) as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
         raise StateError("%s: %s" % (path, exc.strerror or exc))
 
 
