@@ -377,4 +377,24 @@ options:
       - Fail the host when it is not ready. With V(false) the verdict is only returned and set as a fact.
     type: bool
     default: true
+  drain_cap_nodes:
+    description:
+      - 'The most nodes of a partition this collection holds drained (its reason prefix, set within O(drain_cap_window)),
+        counted from Slurm''s own C(sinfo) by the node-local health check and the playbook alike; beyond it a node
+        that is not ready is reported, counted in the metrics (C(gpufleet_preflight_drain_held_back)) and logged,
+        not drained. The smaller of this and O(drain_cap_percent) applies. V(null): no count limit.'
+    type: int
+    default: 20
+  drain_cap_percent:
+    description:
+      - 'The most nodes drained by this collection as a percentage of the nodes sharing a partition with the node
+        (rounded down, at least 1): 2 of 8 nodes, and with O(drain_cap_nodes) 20 of 1,000. V(null): no share limit.'
+    type: float
+    default: 25
+  drain_cap_window:
+    description:
+      - 'Which drains count: those Slurm says were set (its reason time) within this many seconds. V(0): every drain
+        of ours held now, whatever its age.'
+    type: int
+    default: 3600
 """

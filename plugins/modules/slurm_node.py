@@ -61,6 +61,29 @@ options:
     type: list
     elements: dict
     default: []
+  drain_cap_nodes:
+    description:
+      - The drain circuit breaker - the most nodes of the node's partitions drained by this collection (reason starting
+        with O(reason_prefix), set within O(drain_cap_window)), counted from C(sinfo) of every node, so the node-local
+        health check and every host of the run hold the same cap. Beyond it a NEW drain is not made - RV(held_back),
+        RV(message) says so; checked again after the drain, and our own drain over the cap (nodes draining at the same
+        moment) is resumed at once. The smaller of this and O(drain_cap_percent) applies. V(null) - no count limit.
+      - A whole number, or V(null).
+    type: raw
+    default: 20
+  drain_cap_percent:
+    description:
+      - The most nodes drained by this collection as a percentage of the nodes sharing a partition with the node
+        (rounded down, at least 1). V(null) - no share limit; with O(drain_cap_nodes) null too, no breaker.
+      - A number, or V(null).
+    type: raw
+    default: 25
+  drain_cap_window:
+    description:
+      - Seconds - the drains that count are those Slurm says were set within this window. V(0) - every drain of ours
+        held now.
+    type: int
+    default: 3600
   reason_prefix:
     description:
       - The first word of every reason this collection sets. One printable word, at most 32 characters.
@@ -133,6 +156,10 @@ notice:
     error.
   returned: always
   type: bool
+held_back:
+  description: Whether a drain was held back by the drain circuit breaker (the node is not ready and not drained).
+  returned: always
+  type: bool
 error:
   description: Why nothing could be done (slurmctld unreachable, sinfo/scontrol missing, node unknown), else null.
   returned: always
@@ -144,7 +171,7 @@ import os
 import socket
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _slurm
+from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _readiness_options, _slurm
 from ansible_collections.gpufleet.preflight.plugins.module_utils._run import find_executable, run_with_timeout, search_path
 
 ARGUMENT_SPEC = dict(
@@ -156,9 +183,33 @@ ARGUMENT_SPEC = dict(
     state_dir=dict(type="path", default=_slurm.DEFAULT_STATE_DIR),
     slurm_conf=dict(type="path"),
     resume=dict(type="bool", default=True),
+    # raw: V(null) (no limit) must reach the module as itself, not as a failed conversion
+    drain_cap_nodes=dict(type="raw", default=_readiness_options.default("drain_cap_nodes")),
+    drain_cap_percent=dict(type="raw", default=_readiness_options.default("drain_cap_percent")),
+    drain_cap_window=dict(type="int", default=_readiness_options.default("drain_cap_window")),
 )
+DRAIN_CAP = ("drain_cap_nodes", "drain_cap_percent", "drain_cap_window")
 SLURM_DIRS = ["/usr/bin", "/usr/local/bin", "/opt/slurm/bin"]
 TIMEOUT = 30
+
+
+def drain_cap_value(params, name):
+    """The drain cap option converted in place (None stays None: no limit), or the error naming it."""
+    rule = _readiness_options.BY_NAME[name]["check"]
+    value = params[name]
+    if value is None or value == "":
+        params[name] = None
+        return None
+    kind = float if _readiness_options.BY_NAME[name]["type"] == "float" else int
+    try:
+        number = kind(value)
+    except (TypeError, ValueError):
+        number = None
+    if isinstance(value, bool) or number is None or number != number or not rule["min"] <= number <= rule["max"]:
+        return "%s: must be null or %s %s to %s, got %r" % (
+            name, "a number" if kind is float else "a whole number", rule["min"], rule["max"], value)
+    params[name] = number
+    return None
 
 
 def check_options(params):
@@ -173,6 +224,10 @@ def check_options(params):
         return str(exc)
     if not 24 <= params["reason_max_length"] <= 512:
         return "reason_max_length: must be 24 to 512, got %s" % params["reason_max_length"]
+    for name in DRAIN_CAP:
+        error = drain_cap_value(params, name)
+        if error:
+            return error
     if params["slurm_conf"] and not os.path.isfile(params["slurm_conf"]):
         return "slurm_conf: %s is not a file" % params["slurm_conf"]
     return None
@@ -200,7 +255,9 @@ def main():
     outcome = _slurm.apply(params["node_name"], params["ready"], params["failed_checks"], run, find,
                            prefix=params["reason_prefix"], state_dir=params["state_dir"],
                            check_mode=module.check_mode, max_length=params["reason_max_length"],
-                           resume=params["resume"])
+                           resume=params["resume"],
+                           limits=dict(max_nodes=params["drain_cap_nodes"], percent=params["drain_cap_percent"],
+                                       window=params["drain_cap_window"]))
     if outcome["error"]:
         module.warn(outcome["error"])
     module.exit_json(msg=outcome["message"], **outcome)

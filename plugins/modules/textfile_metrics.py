@@ -27,8 +27,8 @@ description:
     (C(profile) V(always) for the checks every profile runs, V(build), V(gpu), V(custom)),
     C(gpufleet_preflight_effective_available_memory_bytes), C(gpufleet_preflight_effective_total_memory_bytes),
     C(gpufleet_preflight_build_processes), C(gpufleet_preflight_orphaned_build_processes),
-    C(gpufleet_preflight_oom_kills_total{scope}), C(gpufleet_preflight_last_check_timestamp_seconds) and
-    C(gpufleet_preflight_check_duration_seconds).
+    C(gpufleet_preflight_oom_kills_total{scope}), C(gpufleet_preflight_last_check_timestamp_seconds),
+    C(gpufleet_preflight_check_duration_seconds) and, with O(drain_held_back), C(gpufleet_preflight_drain_held_back).
 options:
   dir:
     description:
@@ -70,6 +70,11 @@ options:
     description:
       - How long the check took, in seconds.
     type: float
+  drain_held_back:
+    description:
+      - Whether the drain circuit breaker held this node's drain back (M(gpufleet.preflight.slurm_node)'s
+        C(held_back)); written as C(gpufleet_preflight_drain_held_back). Unset - not written.
+    type: bool
 attributes:
   check_mode:
     support: full
@@ -116,6 +121,7 @@ ARGUMENT_SPEC = dict(
     facts=dict(type="dict", default={}),
     checked_at=dict(type="str"),
     duration_seconds=dict(type="float"),
+    drain_held_back=dict(type="bool"),
 )
 
 
@@ -136,7 +142,7 @@ def main():
         error = "checked_at: %r is not a time like 2026-12-01T20:00:00Z" % (params["checked_at"],)
     facts = dict((key[len("gpufleet_"):] if key.startswith("gpufleet_") else key, value) for key, value in params["facts"].items())
     verdict = dict(ready=params["ready"], checks=params["checks"], facts=facts, checked_at_epoch=when,
-                   duration_seconds=params["duration_seconds"])
+                   duration_seconds=params["duration_seconds"], drain_held_back=params["drain_held_back"])
     text = path = None
     if error is None:
         try:

@@ -4,10 +4,10 @@
 from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
-"""Fixtures for the scheduler stage: a private network namespace holding a 4-node fleet and a real Slurm cluster.
+"""Fixtures for the scheduler stage: a private network namespace holding an 8-node fleet and a real Slurm cluster.
 
 ``cluster`` (session): the test process enters a network namespace of its own (nothing binds the host's interfaces),
-starts a fleet of 4 sshd nodes, munged, slurmctld and one slurmd inside each node, and stops every one by pid at the
+starts a fleet of 8 sshd nodes, munged, slurmctld and one slurmd inside each node, and stops every one by pid at the
 end. Without root, unshare, sshd or Slurm the tests skip saying why -- except with CI=true, where they fail.
 """
 
@@ -20,7 +20,7 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
 from fleetlib import TIMINGS, Fleet, FleetError, NetNamespace, SlurmCluster, slurm_missing_prerequisites  # noqa: E402 pylint: disable=wrong-import-position
 
-SIZE = 4
+SIZE = 8
 HEALTH_CHECK_INTERVAL = 2
 
 Cluster = collections.namedtuple("Cluster", "fleet slurm netns")

@@ -34,6 +34,8 @@ MAX_GPU_TIMEOUT = _constants.MAX_GPU_TIMEOUT
 MAX_KERNEL_EVENTS_WINDOW = _constants.MAX_KERNEL_EVENTS_WINDOW
 # The extra GPU probes all together: a Slurm HealthCheckProgram is killed at 60 s (the readiness table says 50 too).
 MAX_GPU_PROBE_BUDGET = 50.0
+# The InfiniBand error counters of the previous run, beside the probe cache (issue 37 item 2).
+IB_COUNTERS_STATE = "ib-counters.json"
 
 
 def validate_options(params, known=SUBSETS):
@@ -62,6 +64,7 @@ def validate_options(params, known=SUBSETS):
                                                   maximum=MAX_KERNEL_EVENTS_WINDOW, zero=False))
     options["toolchain_python"] = program(params["toolchain_python"], "toolchain_python")
     options["subsets"] = subsets
+    options["ib_counters"] = bool(params.get("ib_counters"))  # newer than the health check's saved configs
     options["disk_paths"] = absolute_paths(params["disk_paths"], "disk_paths") or default_disk_paths()
     return options
 
@@ -84,6 +87,15 @@ def temp_dir():
     return os.getcwd()
 
 
+def ib_state_path(run, options):
+    """Where the InfiniBand counters of the previous run are kept: beside the probe cache ``run`` writes (node_facts:
+    ``~/.cache/gpufleet-preflight/``, the health check: its state dir); None in check mode or without a cache."""
+    path = getattr(run, "path", None)
+    if not path or options.get("check_mode"):
+        return None
+    return os.path.join(os.path.dirname(path), IB_COUNTERS_STATE)
+
+
 def gather(options, run):
     """``{gpufleet_<subset>: facts}`` for every subset asked for."""
     collectors = {
@@ -92,7 +104,8 @@ def gather(options, run):
             extra_names=options["build_process_names"], patterns=options["build_process_patterns"],
             patterns_option="build_process_patterns"),
         "cpus": _cpus.collect_cpus,
-        "node": lambda: _node.collect_node(options.get("service_names") or ()),
+        "node": lambda: _node.collect_node(options.get("service_names") or (), ib_counters=options.get("ib_counters"),
+                                           ib_state_path=ib_state_path(run, options)),
         "gpus": lambda: _gpus.collect_gpus(run, timeout=options["gpu_timeout"], probes=options["gpu_probes"],
                                            probe_timeout=options["gpu_probe_timeout"], probe_budget=options["gpu_probe_budget"],
                                            dcgm_diag_timeout=options["dcgm_diag_timeout"] if "dcgm_diag" in options["gpu_probes"] else None),

@@ -180,7 +180,14 @@ def act_in_slurm(config, verdict, node_name, deadline):
             node_name, deadline.seconds, max(deadline.left(), 0)), error="no time left")
     failed = [c for c in verdict["checks"] if c["status"] in ("failed", "unknown")]
     return _slurm.apply(node_name, verdict["ready"], failed, run, lambda name: find_executable(name, dirs),
-                        prefix=slurm["reason_prefix"], state_dir=slurm["state_dir"], resume=slurm["resume"])
+                        prefix=slurm["reason_prefix"], state_dir=slurm["state_dir"], resume=slurm["resume"],
+                        limits=drain_limits(config["policy"]))
+
+
+def drain_limits(policy):
+    """The drain circuit breaker's limits from the policy (``_readiness_options``: drain_cap_*)."""
+    return dict(max_nodes=policy.get("drain_cap_nodes"), percent=policy.get("drain_cap_percent"),
+                window=policy.get("drain_cap_window"))
 
 
 class _SlurmClock(object):
@@ -192,6 +199,16 @@ class _SlurmClock(object):
 
     def facts_left(self):
         return self.deadline.left()
+
+
+def _log_held_back(message):
+    """The breaker's hold in the system log too (slurmd keeps no output of a HealthCheckProgram)."""
+    try:
+        import syslog  # pylint: disable=import-outside-toplevel  # POSIX only, and only when the breaker holds
+        syslog.openlog("gpufleet-health-check")
+        syslog.syslog(syslog.LOG_WARNING, _slurm.clean_text(message))
+    except (ImportError, OSError):
+        pass
 
 
 def node_name(config, environ):
@@ -264,6 +281,9 @@ def _main(argv, environ, out, err, as_program):
     if slurm_on:
         outcome = act_in_slurm(config, verdict, node, deadline)
         lines.append("slurm: %s" % outcome["message"])
+        verdict["drain_held_back"] = bool(outcome.get("held_back"))
+        if outcome.get("held_back"):
+            _log_held_back(outcome["message"])
     if config["metrics_dir"]:
         problem = None
         try:

@@ -126,6 +126,10 @@ def render(verdict, source="playbook"):
     for scope in sorted(ooms):
         out.sample("gpufleet_preflight_oom_kills_total", "counter", "OOM kills counted by the kernel (scope host: "
                    "/proc/vmstat since boot; cgroup: the node's memory cgroup)", ooms[scope], dict(base, scope=scope))
+    if verdict.get("drain_held_back") is not None:
+        out.sample("gpufleet_preflight_drain_held_back", "gauge", "1 when the node was not ready but not drained: the "
+                   "drain circuit breaker held (too many nodes of its partition drained by the collection already)",
+                   1 if verdict["drain_held_back"] else 0, base)
     if verdict.get("checked_at_epoch") is not None:
         out.sample("gpufleet_preflight_last_check_timestamp_seconds", "gauge", "Unix time of the last readiness check",
                    float(verdict["checked_at_epoch"]), base)

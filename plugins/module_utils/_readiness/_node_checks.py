@@ -173,3 +173,52 @@ def check_ib_ports(facts, policy):
             len(ports), expected_ports))
     observed = ["%s/%s %s %s" % (p["device"], p["port"], p.get("state_name"), p.get("rate")) for p in ports]
     return result(name, not problems, observed, expected, "; ".join(problems), PROFILE)
+
+
+def _port_counter_problems(port, max_downed, max_growth):
+    """What one port's counter growth since the previous run says is wrong (``[]``: nothing)."""
+    growth = port.get("counter_growth") or {}
+    where = "%s port %s" % (printable(str(port["device"])), port["port"])
+    problems = []
+    if growth.get("link_downed", 0) > max_downed:
+        problems.append("%s flapped: link_downed grew by %d (link down and up again): reseat or replace the cable and "
+                        "check the switch port's counters (`perfquery`, the switch's log)" % (where, growth["link_downed"]))
+    noisy = sorted((name, value) for name, value in growth.items() if name != "link_downed" and value > max_growth)
+    if noisy:
+        problems.append("%s error counters grew: %s: a marginal link (cable, transceiver, switch port); `ibqueryerrors`, "
+                        "then reseat or replace the cable" % (where, ", ".join("%s +%d" % item for item in noisy)))
+    return problems
+
+
+def check_ib_counters(facts, policy):
+    """InfiniBand error counters' growth since the previous run (link flaps: ``link_downed``), issue 37 item 2."""
+    name = "ib_counters"
+    if not _option(policy, "check_ib_counters"):
+        return None
+    max_downed, max_growth = _option(policy, "max_ib_link_downed"), _option(policy, "max_ib_error_growth")
+    expected = "since the previous run: link_downed +<= %d, other error counters +<= %d per port" % (max_downed, max_growth)
+    node, missing = _node(facts, name, expected)
+    if missing:
+        return missing
+    infiniband = node.get("infiniband") or {}
+    ports = [port for port in infiniband.get("ports") or [] if port.get("counters") is not None]
+    if not infiniband.get("present"):
+        return skipped(name, "no InfiniBand/RoCE devices on this node (/sys/class/infiniband): nothing to check", PROFILE)
+    if not ports:
+        return skipped(name, "no port exposes error counters (ports/<n>/counters)%s" % (
+            ": " + "; ".join(node["errors"]) if node.get("errors") else ""), PROFILE)
+    since = infiniband.get("counters_since_seconds")
+    judged = [port for port in ports if port.get("counter_growth") is not None]
+    if not judged:
+        why = "a counter went down (reboot or reset)" if any(p.get("counters_reset") for p in ports) else "first run"
+        return skipped(name, "%s: the counts are recorded (%s) as the baseline for the next run" % (
+            why, infiniband.get("counters_state") or "no state file: growth cannot be judged"), PROFILE)
+    problems = []
+    for port in judged:
+        problems.extend(_port_counter_problems(port, max_downed, max_growth))
+    observed = dict(("%s/%s" % (p["device"], p["port"]), dict((k, v) for k, v in p["counter_growth"].items() if v))
+                    for p in judged)
+    message = "; ".join(problems)
+    if message and since is not None:
+        message += " (over the last %ds)" % since
+    return result(name, not problems, observed, expected, message, PROFILE)

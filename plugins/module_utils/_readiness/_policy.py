@@ -43,6 +43,7 @@ def node_facts_args(policy):
         dcgm_diag_timeout=policy["dcgm_diag_timeout"],
         disk_paths=disk_paths(policy),
         service_names=list(policy.get("required_services") or []) if "node" in profiles(policy) else [],
+        ib_counters=bool(policy.get("check_ib_counters")) and "node" in profiles(policy),
         kernel_events_window=policy["kernel_events_window"],
         toolchain_python=policy.get("toolchain_python") or None,
     )
@@ -360,6 +361,12 @@ CHECKS = (
         "node.infiniband.ports[].state_name", "node.infiniband.ports[].phys_state_code",
         "node.infiniband.ports[].phys_state_name", "node.infiniband.ports[].rate_gbps", "node.infiniband.ports[].rate"),
         ("expected_ib_ports", "min_ib_rate")),
+    check("ib_counters", "node", node.check_ib_counters, (
+        "node.errors", "node.infiniband", "node.infiniband.present", "node.infiniband.ports",
+        "node.infiniband.counters_since_seconds", "node.infiniband.counters_state") + tuple(
+        "node.infiniband.ports[]." + key for key in ("device", "port", "counters", "counter_growth", "counters_reset",
+                                                     "counter_growth.link_downed")),
+        ("check_ib_counters", "max_ib_link_downed", "max_ib_error_growth")),
 )
 
 

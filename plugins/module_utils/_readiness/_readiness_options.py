@@ -323,6 +323,24 @@ OPTIONS = (
     ], role_description=[
         "Drop a node that is not ready from the rest of the run (fail it) instead of only recording the verdict.",
     ]),
+    # ---------------------------------------------------------------- the drain circuit breaker (issue 38), every path that drains
+    dict(name="drain_cap_nodes", check=dict(min=0, max=1000000, unit="nodes"), type="int", default=20,
+         roles=("main", "check", "publish"), description=[
+        "The most nodes of a partition this collection holds drained (its reason prefix, set within O(drain_cap_window)), "
+        "counted from Slurm's own C(sinfo) by the node-local health check and the playbook alike; beyond it a node that "
+        "is not ready is reported, counted in the metrics (C(gpufleet_preflight_drain_held_back)) and logged, not "
+        "drained. The smaller of this and O(drain_cap_percent) applies. V(null): no count limit.",
+    ]),
+    dict(name="drain_cap_percent", check=dict(min=0, max=100, what="a percentage of the partition"), type="float",
+         default=25, roles=("main", "check", "publish"), description=[
+        "The most nodes drained by this collection as a percentage of the nodes sharing a partition with the node "
+        "(rounded down, at least 1): 2 of 8 nodes, and with O(drain_cap_nodes) 20 of 1,000. V(null): no share limit.",
+    ]),
+    dict(name="drain_cap_window", check=dict(min=0, max=30 * 86400, unit="seconds"), type="int", default=3600,
+         roles=("main", "check", "publish"), description=[
+        "Which drains count: those Slurm says were set (its reason time) within this many seconds. V(0): every drain "
+        "of ours held now, whatever its age.",
+    ]),
     # ---------------------------------------------------------------- role only: the fleet report and gate
     dict(name="report_dir", check=dict(form="path", by="plugins/action/fleet_reports.py"),
          type="path", default=None, roles=("report",), action=False, description=[

@@ -26,6 +26,8 @@ import os
 import re
 import time
 
+from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _drain_cap
+
 DEFAULT_PREFIX = "gpufleet:"
 MAX_REASON = 120
 DEFAULT_STATE_DIR = "/var/lib/gpufleet-preflight"
@@ -338,17 +340,30 @@ def _read(run, sinfo, node):
     return info, None
 
 
+def breaker(run, sinfo, node, prefix, limits, after):
+    """The drain circuit breaker's judgement (``_drain_cap.judge``) on one fresh sinfo listing of every node; a
+    listing that cannot be read holds the drain back (the safe side)."""
+    rc, out, err = run(_drain_cap.listing_argv(sinfo))
+    if rc != 0:
+        return dict(allowed=False, message="%s: not ready, NOT drained: the drain circuit breaker could not count the "
+                    "drains held (%s)" % (node, explain_failure("sinfo", rc, out, err, node)))
+    return _drain_cap.judge(_drain_cap.parse_listing(out), node, prefix, limits, (is_drained, slurm_epoch), after=after)
+
+
 def apply(node, ready, failed, run, find, prefix=DEFAULT_PREFIX, state_dir=DEFAULT_STATE_DIR, check_mode=False,
-          max_length=MAX_REASON, resume=True):
+          max_length=MAX_REASON, resume=True, limits=None):
     """Decide and act for one node. ``run(argv) -> (rc, stdout, stderr)``; ``find(name) -> path or None``.
 
-    Returns dict(node, action, changed, message, state, reason, error, notice): ``error`` set (and nothing changed)
-    when scontrol/sinfo are missing, slurmctld is unreachable or the node is unknown; ``notice`` when a person should
-    read the message (something done, a drain or state left alone, an error). ``resume=False``: drain only.
+    Returns dict(node, action, changed, message, state, reason, error, notice, held_back): ``error`` set (and nothing
+    changed) when scontrol/sinfo are missing, slurmctld is unreachable or the node is unknown; ``notice`` when a person
+    should read the message (something done, a drain or state left alone, an error). ``resume=False``: drain only.
+    ``limits`` (dict(max_nodes, percent, window), see ``_drain_cap``): a NEW drain beyond the cap is not made
+    (``held_back``); checked before the drain and again after it, when our own drain over the cap is resumed.
     Order, so that a kill at any moment leaves nothing we would never resume: intent recorded, sinfo read again,
     scontrol, sinfo read back, record completed; a resume runs scontrol first, then forgets the record.
     """
-    outcome = dict(node=node, action="none", changed=False, state=None, reason=None, error=None, message="", notice=True)
+    outcome = dict(node=node, action="none", changed=False, state=None, reason=None, error=None, message="", notice=True,
+                   held_back=False)
     try:
         validate_node_name(node)
     except ValueError as exc:
@@ -376,6 +391,12 @@ def apply(node, ready, failed, run, find, prefix=DEFAULT_PREFIX, state_dir=DEFAU
         if decision["forget"] and not check_mode:
             forget_record(state_dir, node)
         return outcome
+    new_drain = decision["action"] == "drain" and not is_drained(info["state"]) and bool(limits)
+    if new_drain:
+        judged = breaker(run, tools["sinfo"], node, prefix, limits, after=False)
+        if not judged["allowed"]:
+            outcome.update(action="none", held_back=True, message=judged["message"])
+            return outcome
     outcome["changed"] = True
     if check_mode:
         outcome["message"] = "(check mode, nothing done) " + outcome["message"]
@@ -408,4 +429,21 @@ def apply(node, ready, failed, run, find, prefix=DEFAULT_PREFIX, state_dir=DEFAU
         return outcome
     write_record(state_dir, node, desired, after["time"], after["user"], names)
     outcome.update(state=after["state"], reason=desired)
+    if new_drain:
+        _hold_after(run, tools, node, prefix, limits, state_dir, outcome)
     return outcome
+
+
+def _hold_after(run, tools, node, prefix, limits, state_dir, outcome):
+    """After our new drain: over the cap (others drained at the same moment), our own drain is resumed at once."""
+    judged = breaker(run, tools["sinfo"], node, prefix, limits, after=True)
+    if judged["allowed"]:
+        return
+    rc, out, err = run(scontrol_argv(tools["scontrol"], node, "resume"))
+    if rc != 0:
+        outcome["error"] = "%s; and resuming our own drain failed: %s" % (judged["message"], explain_failure(
+            "scontrol", rc, out, err, node))
+        outcome["message"] = outcome["error"]
+        return
+    forget_record(state_dir, node)
+    outcome.update(action="none", changed=False, held_back=True, reason="", message=judged["message"])
