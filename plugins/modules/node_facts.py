@@ -46,6 +46,13 @@ options:
     type: list
     elements: str
     default: []
+  ib_counters:
+    description:
+      - With the V(node) subset, read each InfiniBand port's error counters (C(symbol_error), C(link_downed),
+        C(port_rcv_errors)...) and their growth since the previous run, whose counts are kept beside the probe cache
+        (not written in check mode).
+    type: bool
+    default: false
   gpu_probes:
     description:
       - Extra nvidia-smi probes for the gpus subset, beyond its one C(--query-gpu) call, run side by side within
@@ -217,6 +224,7 @@ ARGUMENT_SPEC = dict(
     dcgm_diag_timeout=dict(type="float", default=20),
     disk_paths=dict(type="list", elements="path", default=[]),
     service_names=dict(type="list", elements="str", default=[]),
+    ib_counters=dict(type="bool", default=False),
     toolchain_python=dict(type="path"),
     kernel_events_window=dict(type="int", default=86400),
 )
@@ -231,6 +239,7 @@ def main():
     error = None
     try:
         options = validate_options(module.params, SUBSETS)
+        options["check_mode"] = module.check_mode
         # A collector raises ValueError only for an option it was given (a pattern that never finishes matching).
         # cmake, gcc, nvcc --list-gpu-arch...: answered from the cache while the binary is the same one.
         probes = CachedRun(run_with_timeout, user_cache_path())

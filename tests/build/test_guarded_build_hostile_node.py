@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet.preflight contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""guarded_build for real, hardened (issues 11 and 12): a node without git, the module killed with -9 (the build
+"""guarded_build for real on a hostile node (issues 11 and 12): a node without git, the module killed with -9 (the build
 goes with it, the stale status and cgroup are recognised), a full filesystem under log_path, a
 build directory owned by another user."""
 from __future__ import absolute_import, division, print_function

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet.preflight contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""guarded_build hardened, round 2 (issue 18 findings 1-8, issue 17 item 3): a build's identity cannot be taken
+"""A guarded build's owner and lifetime, for real (issue 18 findings 1-8, issue 17 item 3): a build's identity cannot be taken
 over while its owner lives, the build dies with its module, nothing it starts outlives it, a signal burst ends it
 cleanly, FIFOs and wrong-shaped state files neither hang nor crash it, concurrent builds keep their cgroups, and
 ``state: stopped`` stops a build through its owner."""

@@ -18,6 +18,7 @@ __metaclass__ = type
 
 import ast
 import os
+import re
 
 import pytest
 
@@ -147,6 +148,46 @@ def test_no_function_is_over_100_lines(path):
                  for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
                  and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES]
     assert not long_ones, "%s: functions over %d lines: %s" % (relative(path), MAX_FUNCTION_LINES, ", ".join(long_ones))
+
+
+# A test file is named after its subject, never after the review or round that asked for it (issue 40).
+ROUND_NAME = re.compile(r"round\d|hardening|adversarial|review|findings|[a-z]\d+\.py$")
+# Files under tests/ and bench/ allowed past MAX_FILE_LINES for now, and why (each to be split by concern).
+LONG_FOR_NOW = {
+    "tests/tools/fleetlib.py": "the fleet test harness (inventory, fake nodes, runs, assertions): issue 40 asks for "
+                               "it split by concern; not yet done",
+    "tests/sweep/sweeplib.py": "the sweep harness (cases, runners, reports): issue 40 asks for it split by concern; "
+                               "not yet done",
+}
+
+
+def files_under(*tops):
+    for top in tops:
+        for dirpath, dirs, files in os.walk(os.path.join(REPO, top)):
+            dirs[:] = sorted(name for name in dirs if not name.startswith(".") and name != "__pycache__")
+            for name in sorted(files):
+                if name.endswith(".py"):
+                    yield os.path.join(dirpath, name)
+
+
+def test_test_files_are_named_after_their_subject():
+    named = [relative(path) for path in files_under("tests", "bench")
+             if os.path.basename(path).startswith("test_") and ROUND_NAME.search(os.path.basename(path))]
+    assert not named, ("%s: name each after what it tests (git mv), not the round or review that asked for it"
+                       % ", ".join(named))
+
+
+def test_no_test_or_bench_file_is_over_500_lines():
+    long_ones = []
+    for path in files_under("tests", "bench"):
+        with open(path) as handle:
+            lines = sum(1 for _line in handle)
+        if lines > MAX_FILE_LINES and relative(path) not in LONG_FOR_NOW:
+            long_ones.append("%s (%d lines)" % (relative(path), lines))
+    assert not long_ones, "over %d lines: %s: split by subject, shared helpers in a conftest.py" % (
+        MAX_FILE_LINES, ", ".join(long_ones))
+    stale = [path for path in LONG_FOR_NOW if not os.path.exists(os.path.join(REPO, path))]
+    assert not stale, "LONG_FOR_NOW names files that are gone: %s" % stale
 
 
 def test_every_private_file_has_its_test():

@@ -167,6 +167,12 @@ def fixture_facts(tmp_path_factory):
             out.append(("node/" + case, {"node": _node.collect_node(
                 ["sshd", "munged", "nvidia-persistenced", "slurmd"], root=os.path.join(FIXTURES, "node", case),
                 clock=lambda: (_node.clock_state(*NODE_CLOCKS[case]), []))}))
+    # issue 37: the IB error counters of two runs (hgx_ndr, then hgx_degraded) with the state kept between them
+    ib_state = str(tmp / "ib-counters.json")
+    for case, now in (("hgx_ndr", 1000.0), ("hgx_degraded", 1600.0)):
+        out.append(("node/%s+ib_counters" % case, {"node": _node.collect_node(
+            root=os.path.join(FIXTURES, "node", case), clock=lambda: (_node.clock_state(*NODE_CLOCKS[case]), []),
+            ib_counters=True, ib_state_path=ib_state, now=now)}))
     return out
 
 

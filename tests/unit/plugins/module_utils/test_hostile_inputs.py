@@ -1,8 +1,10 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet.preflight contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Round 4 adversarial pass (issue 28): reproducers written from outside the code against this round's additions;
-each failed before its fix. The scenarios that held are in docs/security.md."""
+"""Hostile and broken inputs (issue 28's adversarial pass): garbage from nvidia-smi and the InfiniBand tree, numbers
+that overflow in planted peaks and ledger files, held locks with garbage pids, non-UTF-8 metrics and 5 MB observed
+values, FIFOs and symlinks where state files belong; each is handled by name, never a traceback, and failed before
+its fix. The scenarios that held are in docs/security.md."""
 
 from __future__ import absolute_import, division, print_function
 

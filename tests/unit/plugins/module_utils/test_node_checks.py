@@ -123,3 +123,47 @@ def test_bad_node_options_are_refused_by_name(overrides, words):
     with pytest.raises(ValueError) as err:
         policy(**overrides)
     assert words in str(err.value)
+
+
+def two_runs(tmp_path, first="hgx_ndr", second="hgx_degraded"):
+    """The node facts of a second run with IB counters, the first run's counts kept in a state file (issue 37)."""
+    state = str(tmp_path / "ib-counters.json")
+    clock = lambda: (_node.clock_state(*CLOCKS["synced"]), [])  # noqa: E731
+    _node.collect_node(root=os.path.join(FIXTURES, first), clock=clock, ib_counters=True, ib_state_path=state, now=1000.0)
+    return {"node": _node.collect_node(root=os.path.join(FIXTURES, second), clock=clock, ib_counters=True,
+                                       ib_state_path=state, now=1600.0)}
+
+
+def test_ib_counters_name_the_flapping_port_and_the_growing_counters(tmp_path):
+    entry = nc.check_ib_counters(two_runs(tmp_path), policy(check_ib_counters=True))
+    assert entry["status"] == "failed", entry
+    assert "mlx5_0 port 1 flapped: link_downed grew by 6" in entry["message"]
+    assert "mlx5_0 port 1 error counters grew: link_error_recovery +3, port_rcv_errors +12, symbol_error +1423" in entry["message"]
+    assert entry["message"].endswith("(over the last 600s)") and "mlx5_1" not in entry["message"]
+    assert "mlx5_3/1" not in entry["observed"]  # its counter went down: a new baseline, not judged
+
+
+@pytest.mark.parametrize("overrides, status, words", [
+    (dict(check_ib_counters=True, max_ib_link_downed=6, max_ib_error_growth=1423), "ok", ""),
+    (dict(check_ib_counters=True, max_ib_link_downed=6), "failed", "symbol_error +1423"),
+    (dict(check_ib_counters=True, max_ib_error_growth=2000), "failed", "flapped"),
+])
+def test_ib_counter_thresholds(tmp_path, overrides, status, words):
+    entry = nc.check_ib_counters(two_runs(tmp_path), policy(**overrides))
+    assert entry["status"] == status and words in entry["message"], entry
+
+
+def test_ib_counters_first_run_steady_node_and_no_hca(tmp_path):
+    assert nc.check_ib_counters(HEALTHY, policy()) is None  # off by default
+    first = nc.check_ib_counters({"node": node("hgx_ndr")}, policy(check_ib_counters=True))
+    assert first["status"] == "skipped" and "no port exposes error counters" in first["message"]
+    steady = nc.check_ib_counters(two_runs(tmp_path, "hgx_ndr", "hgx_ndr"), policy(check_ib_counters=True))
+    assert steady["status"] == "ok", steady
+    state = str(tmp_path / "fresh.json")
+    baseline = {"node": _node.collect_node(root=os.path.join(FIXTURES, "hgx_ndr"), clock=lambda: ({"synchronized": True}, []),
+                                           ib_counters=True, ib_state_path=state, now=1.0)}
+    entry = nc.check_ib_counters(baseline, policy(check_ib_counters=True))
+    assert entry["status"] == "skipped" and "first run" in entry["message"] and state in entry["message"]
+    none_ib = nc.check_ib_counters({"node": node("pcie_no_ib")}, policy(check_ib_counters=True))
+    assert none_ib["status"] == "skipped" and "no InfiniBand" in none_ib["message"]
+    assert nc.check_ib_counters({}, policy(check_ib_counters=True))["status"] == "unknown"

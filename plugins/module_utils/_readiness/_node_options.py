@@ -1,0 +1,64 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The node profile's rows of the readiness option table (``_readiness_options.OPTIONS`` holds them in its order),
+cut from that file at this seam for its size (issue 37): same shape, same rules, see ``_readiness_options``."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+CHECK = ("main", "check")
+
+NODE_OPTIONS = (
+    # ---------------------------------------------------------------- profile node (issue 30 item 4)
+    dict(name="required_mounts", check=dict(form="absolute_paths"), type="list", elements="path", default=[], roles=CHECK, description=[
+        "Paths that must each be a mount point, mounted read-write, with O(min_free_scratch) free (node profile), "
+        "for example a shared scratch or home filesystem.",
+    ]),
+    dict(name="scratch_paths", check=dict(form="absolute_paths"), type="list", elements="path", default=["/tmp"], roles=CHECK, description=[
+        "Paths that must be writable with O(min_free_scratch) free (node profile).",
+    ]),
+    dict(name="min_free_scratch", check=dict(form="size"), type="raw", default="1GiB", roles=CHECK, description=[
+        "Minimum free space on each of O(required_mounts) and O(scratch_paths) (node profile), a size in binary units.",
+    ]),
+    dict(name="required_services", check=dict(form="program_names"), type="list", elements="str", default=[], roles=CHECK, description=[
+        "Executable names of daemons that must be running (node profile), for example C(sshd), C(munged), "
+        "C(nvidia-persistenced), C(nv-fabricmanager), C(slurmd).",
+    ]),
+    dict(name="expected_sockets", check=dict(min=0, max=64), type="int", default=0, roles=CHECK, description=[
+        "CPU sockets that must be online (node profile); V(0) does not check.",
+    ]),
+    dict(name="expected_cores", check=dict(min=0, max=65536), type="int", default=0, roles=CHECK, description=[
+        "Physical CPU cores that must be online, all sockets together (node profile); V(0) does not check.",
+    ]),
+    dict(name="expected_threads", check=dict(min=0, max=65536), type="int", default=0, roles=CHECK, description=[
+        "Online CPUs (hardware threads) that must be present (node profile), as slurm.conf's CPUs; V(0) does not check.",
+    ]),
+    dict(name="min_memory_total", check=dict(form="size"), type="raw", default=None, roles=CHECK, description=[
+        "Installed memory the node must have (C(MemTotal), node profile), as slurm.conf's RealMemory; unset: not "
+        "checked.",
+    ]),
+    dict(name="require_clock_sync", check=dict(form="bool"), type="bool", default=True, roles=CHECK, description=[
+        "The kernel's clock must be synchronised by NTP or PTP (node profile; read with C(adjtimex)).",
+    ]),
+    dict(name="expected_ib_ports", check=dict(min=0, max=256), type="int", default=0, roles=CHECK, description=[
+        "InfiniBand/RoCE ports that must be present (node profile); every port found must be ACTIVE and LinkUp. "
+        "V(0): a node without any passes.",
+    ]),
+    dict(name="min_ib_rate", check=dict(min=0, max=3200, unit="Gb/s"), type="int", default=0, roles=CHECK, description=[
+        "Lowest rate every InfiniBand/RoCE port must run at, in Gb/s (node profile; V(400) for NDR); V(0) does not check.",
+    ]),
+    dict(name="check_ib_counters", check=dict(form="bool"), type="bool", default=False, roles=CHECK, description=[
+        "Whether to read each InfiniBand port's error counters (C(/sys/class/infiniband/<dev>/ports/<n>/counters)) and "
+        "judge their growth since the previous run (node profile; the counts are kept on the node beside the probe "
+        "cache). The first run records a baseline; a counter that went down (reboot, reset) starts a new one.",
+    ]),
+    dict(name="max_ib_link_downed", check=dict(min=0, max=2 ** 31 - 1), type="int", default=0, roles=CHECK, description=[
+        "Most link flaps (growth of C(link_downed)) a port may show since the previous run (O(check_ib_counters)).",
+    ]),
+    dict(name="max_ib_error_growth", check=dict(min=0, max=2 ** 31 - 1), type="int", default=0, roles=CHECK, description=[
+        "Most growth of any other error counter (C(symbol_error), C(port_rcv_errors), C(link_error_recovery), "
+        "C(local_link_integrity_errors)...) a port may show since the previous run (O(check_ib_counters)).",
+    ]),
+)
