@@ -332,6 +332,24 @@ options:
         check.
     type: int
     default: 0
+  check_ib_counters:
+    description:
+      - Whether to read each InfiniBand port's error counters (C(/sys/class/infiniband/<dev>/ports/<n>/counters))
+        and judge their growth since the previous run (node profile; the counts are kept on the node beside the probe
+        cache). The first run records a baseline; a counter that went down (reboot, reset) starts a new one.
+    type: bool
+    default: false
+  max_ib_link_downed:
+    description:
+      - Most link flaps (growth of C(link_downed)) a port may show since the previous run (O(check_ib_counters)).
+    type: int
+    default: 0
+  max_ib_error_growth:
+    description:
+      - Most growth of any other error counter (C(symbol_error), C(port_rcv_errors), C(link_error_recovery), C(local_link_integrity_errors)...)
+        a port may show since the previous run (O(check_ib_counters)).
+    type: int
+    default: 0
   custom_checks:
     description:
       - Extra checks as JMESPath expressions over the gathered facts (keys without the C(gpufleet_) prefix, for example

@@ -16,6 +16,7 @@ __metaclass__ = type
 import os
 import re
 
+from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _ib_counters
 from ansible_collections.gpufleet.preflight.plugins.module_utils._process_match import NameMatcher
 
 SERVICE_PIDS_KEPT = 5  # per service, in the facts; ``count`` is always the whole number
@@ -178,8 +179,9 @@ def read_clock():
     return clock_state(state, timex.status, timex.maxerror), []
 
 
-def collect_node(service_names=(), root="/", clock=read_clock):
-    """``gpufleet_node``: services, CPU topology, InfiniBand ports, clock; ``errors`` names what could not be read."""
+def collect_node(service_names=(), root="/", clock=read_clock, ib_counters=False, ib_state_path=None, now=None):
+    """``gpufleet_node``: services, CPU topology, InfiniBand ports (with ``ib_counters``: their error counters and
+    growth since the run that wrote ``ib_state_path``), clock; ``errors`` names what could not be read."""
     errors = []
     services, found = collect_services(list(service_names or ()), root)
     errors.extend(found)
@@ -187,6 +189,8 @@ def collect_node(service_names=(), root="/", clock=read_clock):
     errors.extend(found)
     infiniband, found = collect_infiniband(root)
     errors.extend(found)
+    if ib_counters and infiniband.get("present"):
+        errors.extend(_ib_counters.add_counters(infiniband, root, ib_state_path, now))
     clock_facts, found = clock()
     errors.extend(found)
     return {"services": services, "cpu_topology": topology, "infiniband": infiniband, "clock": clock_facts,

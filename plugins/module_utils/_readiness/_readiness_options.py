@@ -33,8 +33,7 @@ import copy
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._constants import (
     FATAL_XIDS, MAX_GPU_TIMEOUT, MAX_KERNEL_EVENTS_WINDOW, MAX_WAIT_SECONDS)
-
-CHECK = ("main", "check")
+from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness._node_options import CHECK, NODE_OPTIONS
 
 OPTIONS = (
     # ---------------------------------------------------------------- memory and build processes (always)
@@ -233,44 +232,7 @@ OPTIONS = (
         "Kills by the limit of a M(gpufleet.preflight.guarded_build) cgroup are reported but pass; that build "
         "backed off and resumed by itself.",
     ]),
-    # ---------------------------------------------------------------- profile node (issue 30 item 4)
-    dict(name="required_mounts", check=dict(form="absolute_paths"), type="list", elements="path", default=[], roles=CHECK, description=[
-        "Paths that must each be a mount point, mounted read-write, with O(min_free_scratch) free (node profile), "
-        "for example a shared scratch or home filesystem.",
-    ]),
-    dict(name="scratch_paths", check=dict(form="absolute_paths"), type="list", elements="path", default=["/tmp"], roles=CHECK, description=[
-        "Paths that must be writable with O(min_free_scratch) free (node profile).",
-    ]),
-    dict(name="min_free_scratch", check=dict(form="size"), type="raw", default="1GiB", roles=CHECK, description=[
-        "Minimum free space on each of O(required_mounts) and O(scratch_paths) (node profile), a size in binary units.",
-    ]),
-    dict(name="required_services", check=dict(form="program_names"), type="list", elements="str", default=[], roles=CHECK, description=[
-        "Executable names of daemons that must be running (node profile), for example C(sshd), C(munged), "
-        "C(nvidia-persistenced), C(nv-fabricmanager), C(slurmd).",
-    ]),
-    dict(name="expected_sockets", check=dict(min=0, max=64), type="int", default=0, roles=CHECK, description=[
-        "CPU sockets that must be online (node profile); V(0) does not check.",
-    ]),
-    dict(name="expected_cores", check=dict(min=0, max=65536), type="int", default=0, roles=CHECK, description=[
-        "Physical CPU cores that must be online, all sockets together (node profile); V(0) does not check.",
-    ]),
-    dict(name="expected_threads", check=dict(min=0, max=65536), type="int", default=0, roles=CHECK, description=[
-        "Online CPUs (hardware threads) that must be present (node profile), as slurm.conf's CPUs; V(0) does not check.",
-    ]),
-    dict(name="min_memory_total", check=dict(form="size"), type="raw", default=None, roles=CHECK, description=[
-        "Installed memory the node must have (C(MemTotal), node profile), as slurm.conf's RealMemory; unset: not "
-        "checked.",
-    ]),
-    dict(name="require_clock_sync", check=dict(form="bool"), type="bool", default=True, roles=CHECK, description=[
-        "The kernel's clock must be synchronised by NTP or PTP (node profile; read with C(adjtimex)).",
-    ]),
-    dict(name="expected_ib_ports", check=dict(min=0, max=256), type="int", default=0, roles=CHECK, description=[
-        "InfiniBand/RoCE ports that must be present (node profile); every port found must be ACTIVE and LinkUp. "
-        "V(0): a node without any passes.",
-    ]),
-    dict(name="min_ib_rate", check=dict(min=0, max=3200, unit="Gb/s"), type="int", default=0, roles=CHECK, description=[
-        "Lowest rate every InfiniBand/RoCE port must run at, in Gb/s (node profile; V(400) for NDR); V(0) does not check.",
-    ]),
+) + NODE_OPTIONS + (
     # ---------------------------------------------------------------- custom, gathering, waiting
     dict(name="custom_checks", check=dict(form="custom_checks"), type="list", elements="dict", default=[], roles=CHECK, description=[
         "Extra checks as JMESPath expressions over the gathered facts (keys without the C(gpufleet_) prefix, "
