@@ -13,12 +13,12 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import binascii
-import io
 import math
 import os
 import re
 import stat
+
+from ansible_collections.gpufleet.preflight.plugins.module_utils._atomic import write_file
 
 # One file per source (the playbook and the node-local check write side by side, never over each other): with one
 # shared name the last writer won and the other source's series came and went (an alert on them flapped).
@@ -153,26 +153,11 @@ def validate_file_name(name):
     return name
 
 
-def _create_exclusive(directory, name):
-    """A new file with an unpredictable name, opened O_EXCL|O_NOFOLLOW as ``tempfile.mkstemp`` does, without
-    importing ``tempfile`` (with ``shutil``, ``random``, bz2 and lzma: about 0.01 s of CPU on every health check)."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-    for _attempt in range(100):
-        tmp = os.path.join(directory, ".%s.%s.tmp" % (name, binascii.hexlify(os.urandom(6)).decode("ascii")))
-        try:
-            return os.open(tmp, flags, 0o600), tmp
-        except FileExistsError:
-            continue
-        except OSError as exc:
-            raise ValueError("metrics directory %s: cannot create a file in it: %s" % (directory, exc.strerror or exc))
-    raise ValueError("metrics directory %s: cannot create a file in it: 100 names taken" % directory)
-
-
 def write_atomic(directory, text, name):
     """Write text as directory/name via a temp file in the same directory and a rename (0644). Returns the path.
 
     Whoever can write the textfile directory (node_exporter's own user on Debian) must not be able to hang or
-    redirect this write: the temp name is unpredictable and created with O_EXCL|O_NOFOLLOW (``mkstemp``), so a
+    redirect this write (_atomic.write_file): the temp name is unpredictable and created with O_EXCL|O_NOFOLLOW, so a
     FIFO or symlink planted anywhere is never opened; the rename replaces a FIFO or symlink at the target itself
     (the directory entry, never what it points to). A directory at the target fails with a ValueError naming it.
     """
@@ -183,21 +168,10 @@ def write_atomic(directory, text, name):
     path = os.path.join(directory, name)
     if os.path.isdir(path) and not os.path.islink(path):
         raise ValueError("metrics file %s is a directory: remove it (node_exporter reads a plain file there)" % path)
-    fd, tmp = _create_exclusive(directory, name)
-    try:
-        # UTF-8 whatever the locale (cron's C locale was ASCII): node_exporter reads UTF-8; a lone surrogate -> '?'
-        with io.open(fd, "w", encoding="utf-8", errors="replace") as handle:
-            handle.write(text)
-            os.fchmod(handle.fileno(), 0o644)
-        os.rename(tmp, path)
-        if name != LEGACY_FILE:
-            remove_legacy(directory, text)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    # UTF-8 whatever the locale (cron's C locale was ASCII): node_exporter reads UTF-8; a lone surrogate -> '?'
+    write_file(path, text, mode=0o644, errors="replace")
+    if name != LEGACY_FILE:
+        remove_legacy(directory, text)
     return path
 
 
