@@ -98,7 +98,11 @@ def live_budget(config, ledger, group):
     for entry in ledger.values():
         if entry.get("group") == group:
             entry.update(budget=room, ceiling=top)
-    return room, sum(e.get("self_bytes") or 0 for e in ledger.values())
+    # what the cgroup holds beyond its compiles' trees (ninja, the launchers, kernel memory), when it can be read
+    used = node.working_set()
+    beyond = used - sum(e.get("live") or 0 for e in ledger.values() if e.get("group") == group and e.get("state") == "running") \
+        if used is not None else 0
+    return room, max(sum(e.get("self_bytes") or 0 for e in ledger.values()), beyond)
 
 
 def relieve(config, ledger, room, overhead):
@@ -264,8 +268,9 @@ def wait_holding(config, mine, held, child, known, stopped=lambda: None):
             # in a burst that says nothing of how fast it grows
             history = [point for point in history if now - point[0] <= max(1.0, 3 * float(config["sample_seconds"]))] + [(now, live)]
             rate = max(live - history[0][1], 0) / max(now - history[0][0], float(config["sample_seconds"]))
+            # a frozen compile keeps the rate it grew at: what it may grow by once thawed
             entry = update(config, mine, lambda e, h=held, l=live, r=rate: e.update(
-                bytes=h, live=l, rate=0 if e.get("frozen") else r, self_bytes=node.private_bytes(os.getpid())))
+                bytes=h, live=l, rate=e.get("rate", 0) if e.get("frozen") else r, self_bytes=node.private_bytes(os.getpid())))
             if entry.get("frozen"):
                 history = [(now, live)]
 

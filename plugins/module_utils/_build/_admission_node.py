@@ -54,6 +54,32 @@ def cgroup_limit(proc_self_cgroup="/proc/self/cgroup", cgroup_root="/sys/fs/cgro
     return min(limits) if limits else None
 
 
+def working_set(proc_self_cgroup="/proc/self/cgroup", cgroup_root="/sys/fs/cgroup"):
+    """What this process's own memory cgroup holds now less its inactive page cache (the kubelet's working set: what
+    the kernel cannot simply drop before it OOM-kills) - v2 ``memory.current``, v1 ``memory.usage_in_bytes`` - or
+    None when unknown, or when that cgroup has no limit of its own (then it is not the build's: a session or a whole
+    machine, whose other processes are not the build's overhead). It counts what no sampled process tree shows:
+    ninja, the launchers, kernel memory."""
+    path = memory_group(proc_self_cgroup)
+    for base, usage, limit, inactive in ((os.path.join(cgroup_root, "memory"), "memory.usage_in_bytes", "memory.limit_in_bytes",
+                                          "total_inactive_file"),
+                                         (cgroup_root, "memory.current", "memory.max", "inactive_file")):
+        folder = os.path.join(base, *[p for p in path.split("/") if p])
+        try:
+            with open(os.path.join(folder, limit)) as handle:
+                bound = handle.read().strip()
+            if not bound.isdigit() or int(bound) >= UNLIMITED:
+                return None
+            with open(os.path.join(folder, usage)) as handle:
+                used = int(handle.read().strip())
+            with open(os.path.join(folder, "memory.stat")) as handle:
+                stat = dict(line.split()[:2] for line in handle if len(line.split()) >= 2)
+        except (IOError, OSError, ValueError):
+            continue
+        return max(used - int(stat.get(inactive, "0") if stat.get(inactive, "0").isdigit() else 0), 0)
+    return None
+
+
 def mem_available(meminfo="/proc/meminfo"):
     try:
         with open(meminfo) as handle:
@@ -65,12 +91,19 @@ def mem_available(meminfo="/proc/meminfo"):
     return None
 
 
-def pid_alive(pid):
+def pid_alive(pid, proc="/proc"):
+    """Whether ``pid`` runs: a zombie does not (a killed compile re-parented to a subreaper that has not reaped it yet
+    holds no memory, and its entry must not hold the ledger)."""
     try:
         os.kill(pid, 0)
     except OSError as exc:
-        return exc.errno == errno.EPERM
-    return True
+        if exc.errno != errno.EPERM:
+            return False
+    try:
+        with open(os.path.join(proc, str(pid), "stat"), "rb") as handle:
+            return handle.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (IOError, OSError, IndexError):
+        return True     # no /proc to tell: signal 0 said it is there
 
 
 def pid_start(pid, proc="/proc"):

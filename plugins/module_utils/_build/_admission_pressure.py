@@ -47,10 +47,10 @@ def furthest_from_done(entry, now):
     return (remaining(entry, now), entry["started"])
 
 
-def allowance(entry):
-    """What a frozen compile may still grow by once thawed: its reservation (learned peak x margin, or an unlearned
-    one's claim or live x margin) less what it holds."""
-    return max(int(entry.get("bytes") or 0) - int(entry["live"]), 0)
+def allowance(entry, horizon):
+    """What a frozen compile may grow by once thawed: its reservation (learned peak x margin, or an unlearned one's
+    claim or live x margin) less what it holds, or the rate it grew at before it was frozen, whichever is more."""
+    return max(int(entry.get("bytes") or 0) - int(entry["live"]), growth(entry, horizon), 0)
 
 
 def decide(running, budget, horizon, now, overhead=0):
@@ -80,10 +80,10 @@ def decide(running, budget, horizon, now, overhead=0):
                 active.remove(entry)
         return actions
     for entry in frozen:
-        if not active or level + allowance(entry) <= THAW_LEVEL * budget:
+        if not active or level + allowance(entry, horizon) <= THAW_LEVEL * budget:
             actions.append(("thaw", entry["pid"]))
             active.append(entry)
-            level += allowance(entry)
+            level += allowance(entry, horizon)
     return actions
 
 

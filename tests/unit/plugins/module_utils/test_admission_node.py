@@ -119,3 +119,28 @@ def test_tree_sizes_and_memory_group():
     sizes = admission_node.tree_sizes(os.getpid())
     assert sizes[os.getpid()][1] > 1024 * 1024
     assert isinstance(admission_node.memory_group(), str)
+
+
+def test_a_zombie_is_not_alive():
+    """A compile killed and not yet reaped (a subreaper's child) holds nothing: its ledger entry is reclaimed."""
+    child = subprocess.Popen(["true"])
+    deadline = time.time() + 10
+    while state_of(child.pid) != "Z" and time.time() < deadline:
+        time.sleep(0.02)
+    assert state_of(child.pid) == "Z" and not admission_node.pid_alive(child.pid)
+    child.wait()
+    assert admission_node.pid_alive(os.getpid())
+
+
+def test_working_set_of_a_fixture_cgroup(tmp_path):
+    own = tmp_path / "cgroup"
+    own.write_text("4:memory:/b\n")
+    folder = tmp_path / "memory" / "b"
+    folder.mkdir(parents=True)
+    (folder / "memory.usage_in_bytes").write_text(str(5 * GIB))
+    (folder / "memory.limit_in_bytes").write_text("9223372036854771712")    # no limit of its own: not the build's
+    assert admission_node.working_set(str(own), str(tmp_path)) is None
+    (folder / "memory.limit_in_bytes").write_text(str(8 * GIB))
+    (folder / "memory.stat").write_text("cache 10\ntotal_inactive_file %d\n" % GIB)
+    assert admission_node.working_set(str(own), str(tmp_path)) == 4 * GIB
+    assert admission_node.working_set(str(tmp_path / "none"), str(tmp_path)) is None
