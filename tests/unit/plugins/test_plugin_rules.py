@@ -14,10 +14,11 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import ast
-import importlib.util
 import os
 
 import pytest
+
+from ansible_collections.gpufleet.preflight.tests.unit.plugins.conftest import COLLECTORS, loaded_module_utils
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 PLUGINS = os.path.join(REPO, "plugins")
@@ -58,18 +59,9 @@ def test_nan_and_infinity_are_recognised_only_in_values():
     assert not found, "use _values.non_finite / first_non_finite instead: " + ", ".join(found)
 
 
-def _registry_test_module():
-    path = os.path.join(REPO, "tests", "unit", "plugins", "module_utils", "test_check_registry.py")
-    spec = importlib.util.spec_from_file_location("_check_registry_rules", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.mark.parametrize("module", ["action.readiness", "action.fleet_reports", "action.build_watch", "filter.fleet_report",
                                     "filter.build_jobs", "plugin_utils._report", "plugin_utils._html_report"])
 def test_the_controller_imports_no_node_collector(module):
-    rules = _registry_test_module()
-    loaded = rules.loaded_module_utils(module)
-    assert not rules.COLLECTORS & loaded, "%s imports the node collectors %s (put the constant in _constants)" % (
-        module, ", ".join(sorted(rules.COLLECTORS & loaded)))
+    loaded = loaded_module_utils(module)
+    assert not COLLECTORS & loaded, "%s imports the node collectors %s (put the constant in _constants)" % (
+        module, ", ".join(sorted(COLLECTORS & loaded)))

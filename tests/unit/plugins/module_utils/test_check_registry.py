@@ -18,10 +18,9 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import copy
 import os
 import shutil
-import subprocess
-import sys
 
 import pytest
 
@@ -30,6 +29,8 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness impo
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _policy_validation
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _readiness_options as table
 from ansible_collections.gpufleet.preflight.plugins.module_utils._run import run_with_timeout
+from ansible_collections.gpufleet.preflight.tests.unit.plugins.conftest import COLLECTORS, loaded_module_utils
+from ansible_collections.gpufleet.preflight.tests.unit.plugins.module_utils.conftest import HEALTHY
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(HERE, "fixtures")
@@ -256,12 +257,8 @@ def record(value, path, log):
 
 
 def healthy_facts():
-    """The unit tests' healthy node (test_gpu_build_checks.HEALTHY): every gpu/build check passes on it."""
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("_healthy_node", os.path.join(HERE, "test_gpu_build_checks.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.HEALTHY
+    """The unit tests' healthy node (conftest.HEALTHY): every gpu/build check passes on it."""
+    return copy.deepcopy(HEALTHY)
 
 
 def fact_sets(fixture_facts):
@@ -389,19 +386,6 @@ def test_evaluate_runs_every_registered_check():
     assert names == expected
 
 
-COLLECTORS = {"_node_facts", "_memory", "_cgroupfs", "_confinement", "_kernel_events", "_toolchain", "_gpus",
-              "_disks", "_cpus", "_processes", "_cuda_libraries", "_mountinfo"}
-
-
-def loaded_module_utils(module):
-    """The collection's module_utils a fresh interpreter has loaded after importing ``module`` (under plugins)."""
-    code = ("import sys\n"
-            "import ansible_collections.gpufleet.preflight.plugins.%s\n"
-            "print(' '.join(sorted(m.rsplit('.', 1)[-1] for m in sys.modules if '.module_utils._' in m)))\n" % module)
-    return set(subprocess.check_output([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
-                                       universal_newlines=True).split())
-
-
 def test_the_checks_import_no_node_collector():
     # the controller's plugins: tests/unit/plugins/test_plugin_rules.py
     module = "module_utils._readiness._policy"
@@ -410,18 +394,31 @@ def test_the_checks_import_no_node_collector():
         module, ", ".join(sorted(COLLECTORS & loaded)))
 
 
+def check_modules():
+    """Every module of plugins/module_utils/_readiness/, imported: where a check function may be written."""
+    import importlib
+    folder = os.path.join(HERE, "..", "..", "..", "..", "plugins", "module_utils", "_readiness")
+    names = sorted(name[:-3] for name in os.listdir(folder) if name.endswith(".py") and name != "__init__.py")
+    return [importlib.import_module("ansible_collections.gpufleet.preflight.plugins.module_utils._readiness." + name)
+            for name in names]
+
+
 def test_every_check_function_is_registered():
-    # a check written but not listed in _policy.CHECKS would never run: a half-done change fails here
+    # a check written but not listed in _policy.CHECKS would never run: a half-done change fails here. Found by
+    # discovery (every check_*(facts, policy) of every _readiness module), never by a list of modules.
     import inspect
-    from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _gpu_build_checks, _toolkit_checks
     registered = set(entry["function"] for entry in _policy.CHECKS)
-    missing = []
-    for module in (_policy, _gpu_build_checks, _toolkit_checks):
+    missing, scanned = [], []
+    for module in check_modules():
         for name, function in vars(module).items():
             if (name.startswith("check_") and inspect.isfunction(function) and function.__module__ == module.__name__
-                    and list(inspect.signature(function).parameters) == ["facts", "policy"] and function not in registered):
-                missing.append("%s.%s" % (module.__name__.rsplit(".", 1)[-1], name))
+                    and list(inspect.signature(function).parameters) == ["facts", "policy"]):
+                scanned.append(module.__name__)
+                if function not in registered:
+                    missing.append("%s.%s" % (module.__name__.rsplit(".", 1)[-1], name))
     assert not missing, "not in _policy.CHECKS (add a check(...) entry with its reads and options): %s" % ", ".join(missing)
+    holding = set(function.__module__ for function in registered)
+    assert holding <= set(scanned), "registered checks in modules the scan did not reach: %s" % sorted(holding - set(scanned))
 
 
 def test_the_checks_reference_explains_every_registered_check():

@@ -13,94 +13,15 @@ import pytest
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _gpu_build_checks as nc
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _policy
+from ansible_collections.gpufleet.preflight.tests.unit.plugins.module_utils.conftest import (
+    GIB, HEALTHY, device, disk, events, gpus, kill, nvcc, sxid, toolchain, xid)
 
 # the gpu and build profiles' checks, from the one registry
 PROFILE_CHECKS = [entry["function"] for entry in _policy.CHECKS if entry["profile"] in ("gpu", "build")]
 
-GIB = 2 ** 30
-
-
-def device(index, **over):
-    dev = {"index": index, "name": "NVIDIA RTX PRO 6000 Blackwell Server Edition", "uuid": "GPU-%d" % index,
-           "compute_capability": "12.0", "driver_version": "580.65.06", "ecc_uncorrected": 0,
-           "remapped_rows_pending": False, "remapped_rows_failure": False, "compute_apps": [],
-           "pci_bus_id": "00000000:%02X:00.0" % (0x18 + index), "serial": "17951250010%02d" % index,
-           "pcie_gen_current": 1, "pcie_gen_max": 5, "pcie_width_current": 16, "pcie_width_max": 16, "utilization_gpu": 0,
-           "temperature": 31, "clock_event_reasons": ["gpu_idle"], "persistence_mode": True, "mig_mode": "disabled",
-           "nvlink": dict((link, 26.562) for link in range(18)),
-           "nvlink_errors": dict((link, {"replay": 0, "recovery": 0, "crc": 0}) for link in range(18)),
-           "query": {"fabric_state": "Completed", "fabric_status": "Success", "fabric_health_summary": None,
-                     "reset_required": None, "drain_and_reset_recommended": None, "recovery_action": "None"}}
-    dev.update(over)
-    return dev
-
-
-def gpus(count=8, state="ok", message="", devices=None, driver="580.65.06"):
-    devs = devices if devices is not None else [device(i) for i in range(count)]
-    return {"present": bool(devs), "state": state, "message": message, "count": len(devs), "devices": devs,
-            "driver_version": driver if devs else None,
-            "probes": dict((name, {"state": "ok", "seconds": 0.1, "command": "nvidia-smi", "message": ""})
-                           for name in ("nvlink_status", "nvlink_errors", "query")),
-            }
-
-
-DCGM_PASS = {"state": "ok", "seconds": 4.2, "command": "dcgmi diag -r 1", "message": "",
-             "tests": [{"section": "Deployment", "test": "Denylist", "result": "Pass", "detail": ""}]}
-
-
-def nvcc(cuda="13.0", archs=(75, 80, 86, 89, 90, 100, 103, 110, 120, 121), present=True):
-    return {"present": present, "version": cuda + ".88" if present else None, "cuda_version": cuda if present else None,
-            "error": None if present else "nvcc not found on PATH",
-            "gpu_archs": ["compute_%d" % a for a in archs], "gpu_codes": ["sm_%d" % a for a in archs]}
-
-
-def toolchain(**over):
-    facts = {
-        "nvcc": nvcc(),
-        "cmake": {"present": True, "version": "3.31.6", "major_minor": "3.31", "policy_version_minimum_needed": False, "error": None},
-        "numa": {"header_present": True, "header_path": "/usr/include/numa.h", "library_present": True,
-                 "library_path": "/usr/lib/x86_64-linux-gnu/libnuma.so", "linkable": True,
-                 "package_hint": "install libnuma-dev (Debian/Ubuntu) or numactl-devel (RHEL)"},
-        "torch": {"present": True, "version": "2.11.0", "cuda": "13.0"},
-        "cuda_libraries": dict((name, {"present": True, "source": "toolkit"}) for name in ("nvrtc", "cublas", "cublasLt", "driver")),
-    }
-    facts.update(over)
-    return facts
-
-
-def disk(free=80 * GIB, inodes=10 ** 7, exists=True, writable=True, checked="/tmp", error=None):
-    return {"exists": exists, "checked_path": checked, "free_bytes": free, "free_inodes": inodes, "total_inodes": 2 * 10 ** 7,
-            "mount_point": "/", "fstype": "ext4", "writable": writable, "read_only": False, "error": error}
-
-
-def events(oom=(), xids=(), readable=True, window=86400, message="read 100 lines", sxids=()):
-    return {"source": "kmsg" if readable else None, "readable": readable, "message": message, "window_seconds": window,
-            "oom_kills": list(oom), "xids": list(xids), "sxids": list(sxids)}
-
-
-def kill(age, pid=4425, process="python3", is_global=False):
-    return {"time": 1.0, "age_seconds": age, "process": process, "pid": pid, "constraint": "CONSTRAINT_MEMCG",
-            "cgroup": "/build/sgl", "global": is_global}
-
-
-def xid(code, age=120.0, fatal=True, message="pid=1234, name=python3, GPU has fallen off the bus."):
-    return {"time": 1.0, "age_seconds": age, "pci": "0000:3b:00", "code": code, "fatal": fatal, "message": message}
-
-
-def sxid(code=24007, fatal=True, age=60.0):
-    return {"time": 1.0, "age_seconds": age, "device": "nvidia-nvswitch1", "pci": "0000:06:00.0", "code": code,
-            "fatal": fatal, "message": "%s, Link 44 error" % ("Fatal" if fatal else "Non-fatal")}
-
-
 REBOOT_154 = "GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)"
 
 
-HEALTHY = {
-    "gpus": dict(gpus(), probes=dict(gpus()["probes"], dcgm_diag=DCGM_PASS)),
-    "toolchain": toolchain(),
-    "disks": {"paths": {"/tmp": disk()}, "errors": []},
-    "kernel_events": events(),
-}
 POLICY = {"build_path": "/tmp", "require_cuda_libraries": True, "toolchain_python": "/venv/bin/python",
           "check_nvlink": True, "check_fabric": True, "check_gpu_recovery": True, "check_dcgm_diag": True}
 
@@ -161,8 +82,8 @@ CASES = [
      {}, "failed", "NVLink5 NETIR error (NVLINK_NETIR_ERROR), fatal: NVLink fault: reset the GPU"),
     (nc.check_fatal_xid, {"kernel_events": events(xids=[xid(144, message="SAW_MVB Nonfatal XC0 i0 Link 0 (0x1 0x8)")])},
      {}, "ok", ""),
-    (nc.check_fatal_xid, {"kernel_events": events(xids=[xid(154, message="GPU recovery action changed from 0x0 (None) "
-                                                                          "to 0x1 (GPU Reset Required)")])}, {},
+    (nc.check_fatal_xid, {"kernel_events": events(xids=[xid(154, message="GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)")])},
+     {},
      "failed", "GPU recovery action GPU Reset Required: the driver asks for a GPU reset (`nvidia-smi -r -i N`)"),
     (nc.check_fatal_xid, {"kernel_events": events(xids=[xid(165, message="x")])}, {}, "ok", ""),
     (nc.check_fatal_xid, {"kernel_events": events(xids=[xid(165, message="x")])}, {"xid_fail_actions": ["power_smoothing"]},

@@ -13,24 +13,7 @@ import pytest
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _policy
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _policy_validation
-
-GIB = 1024 ** 3
-
-
-def policy(**overrides):
-    args = dict(min_available_memory="4GiB", max_build_processes=0, max_memory_pressure=10.0,
-                build_process_patterns=[], profiles=["build", "gpu"], custom_checks=[], wait=0, interval=5)
-    args.update(overrides)
-    return _policy_validation.validate_policy(args)
-
-
-def memory(available, total, limited_by="host", host_total=None, pressure=None):
-    return {
-        "host": {"total_bytes": host_total or total},
-        "effective": {"available_bytes": available, "total_bytes": total, "limited_by": limited_by},
-        "pressure": pressure or {"present": False, "reason": "no /proc/pressure/memory"},
-        "errors": [],
-    }
+from ansible_collections.gpufleet.preflight.tests.unit.plugins.module_utils.conftest import GIB, memory, policy
 
 
 @pytest.mark.parametrize("value, expected", [
