@@ -350,6 +350,36 @@ options:
         a port may show since the previous run (O(check_ib_counters)).
     type: int
     default: 0
+  check_d_state:
+    description:
+      - 'Whether processes stuck in uninterruptible sleep (D state in two C(/proc) scans 0.5 s apart) fail the node
+        (node profile): more than O(max_d_state_processes) of them.'
+    type: bool
+    default: false
+  max_d_state_processes:
+    description:
+      - Most processes that may stay in D state (O(check_d_state)).
+    type: int
+    default: 0
+  expected_cpu_governor:
+    description:
+      - The CPU frequency governor every CPU must run (C(cpufreq/scaling_governor), node profile), V(performance)
+        on build and GPU nodes; V(any) does not check. A node without a cpufreq driver (a VM) is not judged.
+    type: str
+    choices: [any, performance, powersave, schedutil, ondemand, conservative, userspace]
+    default: any
+  check_nvme:
+    description:
+      - 'Whether NVMe health fails the node (node profile; C(nvme smart-log -o json), needs nvme-cli and root): a
+        critical warning, spare below its threshold, 100% of rated life used, or more than O(max_nvme_media_errors)
+        media errors. Without nvme-cli the check says so and passes.'
+    type: bool
+    default: false
+  max_nvme_media_errors:
+    description:
+      - Most media and data integrity errors an NVMe controller may report (O(check_nvme)).
+    type: int
+    default: 0
   custom_checks:
     description:
       - Extra checks as JMESPath expressions over the gathered facts (keys without the C(gpufleet_) prefix, for example

@@ -53,6 +53,16 @@ options:
         (not written in check mode).
     type: bool
     default: false
+  node_hardware:
+    description:
+      - With the V(node) subset, the node hardware parts to read, each within the run's deadline and said absent
+        where the node cannot answer; none by default. V(d_state) (processes in D state in two C(/proc) scans 0.5 s
+        apart), V(cpu_governor) (C(cpufreq/scaling_governor) of each CPU), V(nvme) (C(nvme smart-log -o json) per
+        controller; absent without nvme-cli).
+    type: list
+    elements: str
+    choices: [d_state, cpu_governor, nvme]
+    default: []
   gpu_probes:
     description:
       - Extra nvidia-smi probes for the gpus subset, beyond its one C(--query-gpu) call, run side by side within
@@ -225,6 +235,7 @@ ARGUMENT_SPEC = dict(
     disk_paths=dict(type="list", elements="path", default=[]),
     service_names=dict(type="list", elements="str", default=[]),
     ib_counters=dict(type="bool", default=False),
+    node_hardware=dict(type="list", elements="str", default=[], choices=["d_state", "cpu_governor", "nvme"]),
     toolchain_python=dict(type="path"),
     kernel_events_window=dict(type="int", default=86400),
 )

@@ -16,6 +16,7 @@ __metaclass__ = type
 import os
 import re
 
+from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _hardware
 from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _ib_counters
 from ansible_collections.gpufleet.preflight.plugins.module_utils._process_match import NameMatcher
 
@@ -179,7 +180,8 @@ def read_clock():
     return clock_state(state, timex.status, timex.maxerror), []
 
 
-def collect_node(service_names=(), root="/", clock=read_clock, ib_counters=False, ib_state_path=None, now=None):
+def collect_node(service_names=(), root="/", clock=read_clock, ib_counters=False, ib_state_path=None, now=None,
+                 hardware=(), run=None):
     """``gpufleet_node``: services, CPU topology, InfiniBand ports (with ``ib_counters``: their error counters and
     growth since the run that wrote ``ib_state_path``), clock; ``errors`` names what could not be read."""
     errors = []
@@ -193,5 +195,8 @@ def collect_node(service_names=(), root="/", clock=read_clock, ib_counters=False
         errors.extend(_ib_counters.add_counters(infiniband, root, ib_state_path, now))
     clock_facts, found = clock()
     errors.extend(found)
-    return {"services": services, "cpu_topology": topology, "infiniband": infiniband, "clock": clock_facts,
-            "errors": errors}
+    facts = {"services": services, "cpu_topology": topology, "infiniband": infiniband, "clock": clock_facts,
+             "errors": errors}
+    if hardware:
+        facts["hardware"] = _hardware.collect_hardware(hardware, run, root)
+    return facts

@@ -22,6 +22,7 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _
 from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _disks
 from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _kernel_events
 from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _node
+from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _hardware
 from ansible_collections.gpufleet.preflight.plugins.module_utils import _constants
 
 # Order is the order facts are gathered in; cheap /proc reads first (declared in _constants: the checks read it too).
@@ -65,6 +66,10 @@ def validate_options(params, known=SUBSETS):
     options["toolchain_python"] = program(params["toolchain_python"], "toolchain_python")
     options["subsets"] = subsets
     options["ib_counters"] = bool(params.get("ib_counters"))  # newer than the health check's saved configs
+    options["node_hardware"] = list(params.get("node_hardware") or ())
+    unknown_parts = [part for part in options["node_hardware"] if part not in _hardware.PARTS]
+    if unknown_parts:
+        raise ValueError("node_hardware: %s unknown; the parts are %s" % (", ".join(unknown_parts), ", ".join(_hardware.PARTS)))
     options["disk_paths"] = absolute_paths(params["disk_paths"], "disk_paths") or default_disk_paths()
     return options
 
@@ -105,7 +110,8 @@ def gather(options, run):
             patterns_option="build_process_patterns"),
         "cpus": _cpus.collect_cpus,
         "node": lambda: _node.collect_node(options.get("service_names") or (), ib_counters=options.get("ib_counters"),
-                                           ib_state_path=ib_state_path(run, options)),
+                                           ib_state_path=ib_state_path(run, options),
+                                           hardware=options.get("node_hardware") or (), run=run),
         "gpus": lambda: _gpus.collect_gpus(run, timeout=options["gpu_timeout"], probes=options["gpu_probes"],
                                            probe_timeout=options["gpu_probe_timeout"], probe_budget=options["gpu_probe_budget"],
                                            dcgm_diag_timeout=options["dcgm_diag_timeout"] if "dcgm_diag" in options["gpu_probes"] else None),

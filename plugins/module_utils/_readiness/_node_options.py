@@ -61,4 +61,24 @@ NODE_OPTIONS = (
         "Most growth of any other error counter (C(symbol_error), C(port_rcv_errors), C(link_error_recovery), "
         "C(local_link_integrity_errors)...) a port may show since the previous run (O(check_ib_counters)).",
     ]),
+    # issue 37 item 3: node hardware, each opt-in (the node-local check's default cost stays)
+    dict(name="check_d_state", check=dict(form="bool"), type="bool", default=False, roles=CHECK, description=[
+        "Whether processes stuck in uninterruptible sleep (D state in two C(/proc) scans 0.5 s apart) fail the node "
+        "(node profile): more than O(max_d_state_processes) of them.",
+    ]),
+    dict(name="max_d_state_processes", check=dict(min=0, max=100000), type="int", default=0, roles=CHECK, description=[
+        "Most processes that may stay in D state (O(check_d_state)).",
+    ]),
+    dict(name="expected_cpu_governor", check=dict(form="choices"), type="str", default="any", roles=CHECK,
+         choices=["any", "performance", "powersave", "schedutil", "ondemand", "conservative", "userspace"], description=[
+        "The CPU frequency governor every CPU must run (C(cpufreq/scaling_governor), node profile), V(performance) "
+        "on build and GPU nodes; V(any) does not check. A node without a cpufreq driver (a VM) is not judged.",
+    ]),
+    dict(name="check_nvme", check=dict(form="bool"), type="bool", default=False, roles=CHECK, description=[
+        "Whether NVMe health fails the node (node profile; C(nvme smart-log -o json), needs nvme-cli and root): a "
+        "critical warning, spare below its threshold, 100% of rated life used, or more than O(max_nvme_media_errors) "
+        "media errors. Without nvme-cli the check says so and passes.",
+    ]),
+    dict(name="max_nvme_media_errors", check=dict(min=0, max=2 ** 31 - 1), type="int", default=0, roles=CHECK,
+         description=["Most media and data integrity errors an NVMe controller may report (O(check_nvme))."]),
 )

@@ -15,6 +15,7 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._human import h
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _gpu_build_checks as gpu_build
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _gpu_health_checks as gpu_health
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _toolkit_checks as toolkit
+from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _hardware_checks as hardware
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _node_checks as node
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness._checks import describe_age, option, printable, result, skipped, unknown
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness._policy_validation import load_jmespath, parse_memory_requirement
@@ -44,9 +45,18 @@ def node_facts_args(policy):
         disk_paths=disk_paths(policy),
         service_names=list(policy.get("required_services") or []) if "node" in profiles(policy) else [],
         ib_counters=bool(policy.get("check_ib_counters")) and "node" in profiles(policy),
+        node_hardware=hardware_parts(policy),
         kernel_events_window=policy["kernel_events_window"],
         toolchain_python=policy.get("toolchain_python") or None,
     )
+
+
+def hardware_parts(policy):
+    """The node hardware parts the policy's checks read (none by default: the node-local check's cost stays)."""
+    if "node" not in profiles(policy):
+        return []
+    return [part for part, option in (("d_state", "check_d_state"), ("cpu_governor", "expected_cpu_governor"),
+                                      ("nvme", "check_nvme")) if policy.get(option) not in (None, False, "any")]
 
 
 def profiles(policy):
@@ -263,6 +273,7 @@ _PROBES = ("gpus.probes",) + tuple("gpus.probes.%s.%s" % (probe, key) for probe 
                                    for key in ("state", "message"))
 _EVENTS = ("kernel_events.readable", "kernel_events.message", "kernel_events.window_seconds")
 _KILL = "kernel_events.oom_kills[]."
+_HW = ("node.hardware",)
 
 # THE registry: every readiness check once, in the order they are reported. ``tests/unit/plugins/module_utils/
 # test_check_registry.py`` runs each one with recording facts and policy: a path or option it reads that is not
@@ -367,6 +378,15 @@ CHECKS = (
         "node.infiniband.ports[]." + key for key in ("device", "port", "counters", "counter_growth", "counters_reset",
                                                      "counter_growth.link_downed")),
         ("check_ib_counters", "max_ib_link_downed", "max_ib_error_growth")),
+    check("d_state", "node", hardware.check_d_state, _HW + tuple("node.hardware.d_state." + key for key in (
+        "state", "message", "count", "processes", "processes[].name", "processes[].pid", "processes[].wchan")),
+        ("check_d_state", "max_d_state_processes")),
+    check("cpu_governor", "node", hardware.check_cpu_governor, _HW + tuple("node.hardware.cpu_governor." + key for key in (
+        "state", "message", "governors")), ("expected_cpu_governor",)),
+    check("nvme_health", "node", hardware.check_nvme_health, _HW + tuple("node.hardware.nvme." + key for key in (
+        "state", "message", "devices", "devices[].name", "devices[].model", "devices[].error", "devices[].critical_warning",
+        "devices[].available_spare", "devices[].available_spare_threshold", "devices[].percentage_used",
+        "devices[].media_errors")), ("check_nvme", "max_nvme_media_errors")),
 )
 
 

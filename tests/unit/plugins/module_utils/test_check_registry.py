@@ -168,6 +168,16 @@ def fixture_facts(tmp_path_factory):
             out.append(("node/" + case, {"node": _node.collect_node(
                 ["sshd", "munged", "nvidia-persistenced", "slurmd"], root=os.path.join(FIXTURES, "node", case),
                 clock=lambda: (_node.clock_state(*NODE_CLOCKS[case]), []))}))
+    # issue 37 item 3: the node hardware parts of the fixture trees (nvme smart-log from its captured JSON)
+    from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _hardware
+    smart = os.path.join(FIXTURES, "hardware", "nvme-smart-log-failing.json")
+    for case in ("gpu_node", "vm"):
+        out.append(("hardware/" + case, {"node": {"errors": [], "hardware": _hardware.collect_hardware(
+            _hardware.PARTS, lambda argv, timeout: (0, open(smart).read(), ""), root=os.path.join(FIXTURES, "hardware", case),
+            nvme_program="nvme", d_state_interval=0)}}))
+    out.append(("hardware/gpu_node-nvme-timeout", {"node": {"errors": [], "hardware": _hardware.collect_hardware(
+        ("nvme",), lambda argv, timeout: (None, "", ""), root=os.path.join(FIXTURES, "hardware", "gpu_node"),
+        nvme_program="nvme")}}))
     # issue 37: the IB error counters of two runs (hgx_ndr, then hgx_degraded) with the state kept between them
     ib_state = str(tmp / "ib-counters.json")
     for case, now in (("hgx_ndr", 1000.0), ("hgx_degraded", 1600.0)):
