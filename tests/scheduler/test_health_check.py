@@ -376,3 +376,37 @@ def test_drain_circuit_breaker_holds_across_every_node_and_the_playbook(installe
     finally:
         with open(installed["health_check_config"], "w") as handle:
             handle.write(original)
+
+
+def test_a_node_not_ready_at_slurmd_start_registers_drained_and_never_runs_a_job(installed, slurm_idle):
+    """Issue 38.2: node5's slurmd stops until slurmctld marks it down* (not responding); a build process is left on it
+    (not ready) and slurmd starts again. slurmd runs the check once before it registers: the node registers drained
+    with our reason, and of 8 one-CPU jobs submitted at once none ever runs there -- they go elsewhere."""
+    cluster = slurm_idle
+    slurm = cluster.slurm
+    node = cluster.fleet["node5"]
+    slurm.stop_slurmd(node)
+    slurm.wait_states({"node5": "down*"}, 60)
+    pid = node.spawn_orphan("ninja")
+    jobs = []
+    try:
+        started = time.monotonic()
+        slurm.start_slurmd(node)
+        for _index in range(8):
+            jobs.append(slurm.command(["sbatch", "--parsable", "-p", "build", "--chdir=/tmp", "-o", "/dev/null",
+                                       "--wrap", "sleep 30"]).stdout.strip())
+        slurm.wait_states({"node5": "drained"}, 30)
+        TIMINGS["registration_drain_seconds"] = time.monotonic() - started
+        info = slurm.node_info("node5")
+        assert info["reason"].startswith("gpufleet: build_processes: 1 build process still running"), info
+        where = set()
+        deadline = time.monotonic() + 8
+        while time.monotonic() < deadline:
+            out = slurm.command(["squeue", "-h", "-j", ",".join(jobs), "-o", "%i|%T|%N"]).stdout
+            where.update(line.split("|")[2] for line in out.splitlines() if line.split("|")[1] == "RUNNING")
+            time.sleep(0.3)
+        assert "node5" not in where and len(where) == 7, where   # the 7 others run one each, the 8th waits
+    finally:
+        node.run("kill -9 %d" % pid)
+        if jobs:
+            slurm.command(["scancel"] + jobs)

@@ -162,8 +162,9 @@ def evaluate(config, run):
                 duration_seconds=round(time.monotonic() - started, 3))
 
 
-def act_in_slurm(config, verdict, node_name, deadline):
-    """Drain or resume through ``_slurm``, each call bounded by the run's time left; none without time left."""
+def act_in_slurm(config, verdict, node_name, deadline, at_start=False):
+    """Drain or resume through ``_slurm``, each call bounded by the run's time left; none without time left.
+    ``at_start``: slurmd runs us (mode slurm): a node it has not registered yet is drained too (``_slurm.registering``)."""
     slurm = config["slurm"]
     environ = dict(os.environ)
     if slurm.get("slurm_conf"):
@@ -181,7 +182,7 @@ def act_in_slurm(config, verdict, node_name, deadline):
     failed = [c for c in verdict["checks"] if c["status"] in ("failed", "unknown")]
     return _slurm.apply(node_name, verdict["ready"], failed, run, lambda name: find_executable(name, dirs),
                         prefix=slurm["reason_prefix"], state_dir=slurm["state_dir"], resume=slurm["resume"],
-                        limits=drain_limits(config["policy"]))
+                        limits=drain_limits(config["policy"]), at_start=at_start)
 
 
 def drain_limits(policy):
@@ -279,7 +280,7 @@ def _main(argv, environ, out, err, as_program):
     if busy:
         lines.append("lock: not taken (%s); ran anyway" % busy)
     if slurm_on:
-        outcome = act_in_slurm(config, verdict, node, deadline)
+        outcome = act_in_slurm(config, verdict, node, deadline, at_start=mode == "slurm")
         lines.append("slurm: %s" % outcome["message"])
         verdict["drain_held_back"] = bool(outcome.get("held_back"))
         if outcome.get("held_back"):

@@ -194,12 +194,23 @@ def same_checks(record, failed_names):
     return isinstance(recorded, list) and sorted(recorded) == sorted(failed_names or [])
 
 
-def decide(info, ready, record, desired_reason, prefix=DEFAULT_PREFIX, failed_names=None, resume=True):
+def registering(info):
+    """Whether the node is not responding only because its slurmd has not registered yet: slurmd runs its
+    HealthCheckProgram once at start BEFORE it registers (slurm.conf(5)), when slurmctld still shows the node as it
+    last saw it (``down*`` Not responding, ``idle*``, ``unknown*``), with Slurm's own reason or none. Only then is a
+    node flagged ``*`` drained -- by the program slurmd itself runs -- so it registers drained and never takes a job."""
+    words, flags = state_words(info["state"])
+    return (flags == "*" and bool(words) and set(words) <= {"idle", "down", "unknown"}
+            and info["reason"] in ("", "Not responding"))
+
+
+def decide(info, ready, record, desired_reason, prefix=DEFAULT_PREFIX, failed_names=None, resume=True, at_start=False):
     """What to do for one node: dict(action, message, forget) -- pure, table-tested.
 
     ``action``: ``drain`` (set ``desired_reason``), ``resume``, or ``none``; ``forget``: drop a stale record.
     ``failed_names``: the failed checks now; while they are the recorded set our reason is kept as it is (no live
     numbers rewritten each run, sinfo's drain time stays the first failure's). ``resume=False``: drain only.
+    ``at_start``: run by slurmd itself (mode slurm), so a node only not responding is one :func:`registering`.
     """
     node = info["node"]
     ours = owned(info, record)
@@ -222,6 +233,9 @@ def decide(info, ready, record, desired_reason, prefix=DEFAULT_PREFIX, failed_na
         return dict(action="none", forget=stale, message="%s: ready and not drained (%s)" % (node, info["state"]))
     # not ready
     why = hands_off(info["state"])
+    if why and at_start and registering(info):
+        return dict(action="drain", forget=stale, message="%s: not ready before slurmd registers (%s); draining so it "
+                    "registers drained: %s" % (node, info["state"], desired_reason))
     if why:
         return dict(action="none", forget=False, message="%s: not ready, not drained: %s" % (node, why))
     if is_drained(info["state"]):
@@ -317,15 +331,15 @@ def forget_record(state_dir, node):
         pass
 
 
-def still_as_read(before, now, record, action):
+def still_as_read(before, now, record, action, at_start=False):
     """Right before scontrol: whether the node is as we decided on it (a person may have drained or resumed it
-    since our first sinfo). A resume also needs the drain still ours."""
+    since our first sinfo). A resume also needs the drain still ours; a node :func:`registering` stays drainable."""
     if now is None:
         return False
     if action == "resume":
         return owned(now, record)
     return (is_drained(now["state"]) == is_drained(before["state"]) and now["reason"] == before["reason"]
-            and now["time"] == before["time"] and not hands_off(now["state"]))
+            and now["time"] == before["time"] and (not hands_off(now["state"]) or at_start and registering(now)))
 
 
 def _read(run, sinfo, node):
@@ -351,7 +365,7 @@ def breaker(run, sinfo, node, prefix, limits, after):
 
 
 def apply(node, ready, failed, run, find, prefix=DEFAULT_PREFIX, state_dir=DEFAULT_STATE_DIR, check_mode=False,
-          max_length=MAX_REASON, resume=True, limits=None):
+          max_length=MAX_REASON, resume=True, limits=None, at_start=False):
     """Decide and act for one node. ``run(argv) -> (rc, stdout, stderr)``; ``find(name) -> path or None``.
 
     Returns dict(node, action, changed, message, state, reason, error, notice, held_back): ``error`` set (and nothing
@@ -359,6 +373,7 @@ def apply(node, ready, failed, run, find, prefix=DEFAULT_PREFIX, state_dir=DEFAU
     should read the message (something done, a drain or state left alone, an error). ``resume=False``: drain only.
     ``limits`` (dict(max_nodes, percent, window), see ``_drain_cap``): a NEW drain beyond the cap is not made
     (``held_back``); checked before the drain and again after it, when our own drain over the cap is resumed.
+    ``at_start``: slurmd runs us (see :func:`registering`): a node not yet registered is drained too.
     Order, so that a kill at any moment leaves nothing we would never resume: intent recorded, sinfo read again,
     scontrol, sinfo read back, record completed; a resume runs scontrol first, then forgets the record.
     """
@@ -384,7 +399,7 @@ def apply(node, ready, failed, run, find, prefix=DEFAULT_PREFIX, state_dir=DEFAU
         outcome["error"] = outcome["message"] = error
         return outcome
     record = read_record(state_dir, node)
-    decision = decide(info, ready, record, desired, prefix, failed_names=names, resume=resume)
+    decision = decide(info, ready, record, desired, prefix, failed_names=names, resume=resume, at_start=at_start)
     outcome.update(state=info["state"], reason=info["reason"], action=decision["action"], message=decision["message"],
                    notice=decision["action"] != "none" or is_drained(info["state"]) or bool(hands_off(info["state"])))
     if decision["action"] == "none":
@@ -407,7 +422,7 @@ def apply(node, ready, failed, run, find, prefix=DEFAULT_PREFIX, state_dir=DEFAU
                      pending=dict(reason=desired, checks=names, at=time.time()))
         record = read_record(state_dir, node)
     now, error = _read(run, tools["sinfo"], node)
-    if error or not still_as_read(info, now, record, decision["action"]):
+    if error or not still_as_read(info, now, record, decision["action"], at_start):
         outcome.update(changed=False, action="none", notice=True)
         outcome["message"] = ("%s: the node changed between our read and our update (now: %s): left alone"
                               % (node, error or "%s, %s" % (now["state"], now["reason"] or "no reason")))

@@ -258,3 +258,34 @@ def test_a_pending_intent_never_adopts_an_older_drain(tmp_path):
     old = info("drained", "gpufleet: a: bad", "2020-01-01T00:00:00")
     assert not _slurm.owned(old, record)
     assert _slurm.owned(info("drained", "gpufleet: a: bad", time.strftime("%Y-%m-%dT%H:%M:%S")), record)
+
+
+# state, reason, at_start (slurmd runs the check), expected action -- issue 38.2: drained before slurmd registers
+AT_START = [
+    ("down*", "Not responding", True, "drain"),       # slurmctld's view before the registration
+    ("idle*", "", True, "drain"),
+    ("unknown*", "", True, "drain"),
+    ("down*", "Not responding", False, "none"),       # from cron or the playbook: not responding is left alone
+    ("down*", "admin: PSU swap", True, "none"),        # a person's down: their reason kept
+    ("down", "", True, "none"),                        # down and responding: someone's business
+    ("drained*", "admin: bad fan", True, "none"),
+    ("mixed*", "", True, "none"),                      # jobs on it: not a registration
+    ("idle~", "", True, "none"),                       # powered down
+]
+
+
+@pytest.mark.parametrize("state, reason, at_start, action", AT_START)
+def test_a_node_not_yet_registered_is_drained_by_slurmds_own_run(state, reason, at_start, action):
+    decision = _slurm.decide(info(state, reason, T1 if reason else ""), False, None, "gpufleet: x: y", at_start=at_start)
+    assert decision["action"] == action, decision
+    if action == "drain":
+        assert "before slurmd registers" in decision["message"]
+
+
+def test_apply_drains_a_node_before_slurmd_registers(tmp_path):
+    slurm = FakeSlurm(state="down*", reason="Not responding", when=T1)
+    failed = [dict(name="build_processes", message="1 build process still running")]
+    out = _slurm.apply("node1", False, failed, slurm.run, lambda n: "/usr/bin/" + n, state_dir=str(tmp_path), at_start=True)
+    assert out["action"] == "drain" and out["changed"] and out["error"] is None, out
+    out = _slurm.apply("node1", False, failed, slurm.run, lambda n: "/usr/bin/" + n, state_dir=str(tmp_path))
+    assert out["action"] == "none" and "drained by us already" in out["message"], out
