@@ -1,0 +1,128 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""bench/replay_cold.py: the product's own cold path (pick_next's claims, _admission_pressure.decide's freeze, thaw and
+evict at the launcher's samples) in the replay, on builds small enough to work out by hand, then on the real tree's
+record (issue 35's "Done when": fully cold <= 1.3x warm with 0 OOM kills on every shape)."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import os
+import random
+import sys
+
+import pytest
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+sys.path.insert(0, os.path.join(REPO, "bench"))
+import replay  # noqa: E402 pylint: disable=wrong-import-position
+import replay_cold  # noqa: E402 pylint: disable=wrong-import-position
+import replay_product  # noqa: E402 pylint: disable=wrong-import-position
+
+GIB = replay.GIB
+
+
+def job(name, seconds, peak_gib, order=0):
+    return replay.Job(name, seconds, peak_gib * GIB, order)
+
+
+def events(sim, name=None):
+    return [(round(t, 3), kind) + (() if name else (source,)) for t, kind, source in sim.trace
+            if name is None or source == name]
+
+
+def test_a_freeze_at_a_sample_lets_the_other_finish_then_a_thaw():
+    # 2 cores / 16 GiB (budget 15.5), both unknown: each claims min(5 GiB, 15.5 / 2) and both start. a grows 0.24 GiB/s
+    # to 12 GiB, b 0.2 GiB/s to 6 GiB (done growing at 30 s). Sampled at 38 s: 9.12 + 6 + a's 2.5 s of growth = 15.72
+    # > 15.5 (at 37 s: 15.48): a, the only one growing, is frozen (unfrozen, it would reach 12 + 6 = 18 GiB: the OOM
+    # killer). b ends at 60 s, a thaws and ends 22 s late.
+    jobs = [job("a", 100, 12, 0), job("b", 60, 6, 1)]
+    sim = replay_cold.ColdSim(jobs, 2, 16, {})
+    result = sim.run()
+    assert events(sim, "a") == [(0, "start"), (38, "freeze"), (60, "thaw"), (122, "end")]
+    assert result["oom_kills"] == 0 and result["makespan"] == pytest.approx(122)
+    assert (result["freezes"], result["thaws"], result["evictions"]) == (1, 1, 0)
+
+
+def test_decisions_come_only_at_samples_and_a_late_one_shows_as_an_oom_kill():
+    # the same build with a launcher that samples every 1,000 s: nothing is frozen and the kernel kills a
+    jobs = [job("a", 100, 12, 0), job("b", 60, 6, 1)]
+    sim = replay_cold.ColdSim(jobs, 2, 16, {}, sample=1000.0)
+    result = sim.run()
+    assert result["oom_kills"] >= 1 and result["freezes"] == 0
+    assert events(sim)[2] == (pytest.approx(10 / 0.24, abs=1e-3), "oom", "a")   # 0.24 t + 6 GiB = 16 GiB
+
+
+def test_when_freezing_cannot_make_room_the_frozen_one_is_evicted_and_runs_first_and_alone():
+    # two unknown 12 GiB compiles: at 30 s (7.2 + 7.2 + 2 x 0.6) a is frozen; b alone still grows towards the budget
+    # with a's 7.2 GiB held (at 33 s: 7.2 + 7.92 + 0.6 > 15.5): a is evicted, its 30 s lost, and it runs again alone
+    jobs = [job("a", 100, 12, 0), job("b", 100, 12, 1)]
+    sim = replay_cold.ColdSim(jobs, 2, 16, {})
+    result = sim.run()
+    assert events(sim, "a") == [(0, "start"), (30, "freeze"), (33, "evict"), (100, "start"), (200, "end")]
+    assert result["oom_kills"] == 0 and result["evictions"] == 1 and result["lost_seconds"] == pytest.approx(30)
+
+
+def test_the_live_budget_is_read_at_each_decision():
+    # 16 GiB, lowered to 10 GiB at 10 s (2.4 GiB held): the decisions from then on use the 9.5 GiB budget, so two
+    # unknown 6 GiB compiles never meet the OOM killer: a frozen at 38 s, evicted at 39 s, run alone after b
+    jobs = [job("a", 100, 6, 0), job("b", 100, 6, 1)]
+    sim = replay_cold.ColdSim(jobs, 2, 16, {}, limits=[(10, 10)])
+    result = sim.run()
+    assert result["oom_kills"] == 0 and events(sim, "a")[1:3] == [(38, "freeze"), (39, "evict")]
+    # a limit cut under what the compiles already hold is the kernel's to act on, at once: no decision comes first
+    cut = replay_cold.ColdSim(jobs, 2, 16, {}, limits=[(40, 8)]).run()
+    assert cut["oom_kills"] == 1
+
+
+# -- the real tree ---------------------------------------------------------------------------------------------------
+# What holds now (2026-12-04, docs/benchmarks.md "Cold path modelled (issue 35)"), per shape: cold / warm through the
+# product's path, and warm and seeded against the bare bound.
+COLD_OVER_WARM = {(2, 16): 0.95, (32, 64): 1.30, (112, 449): 1.0}
+WARM_OVER_BOUND = {(2, 16): 1.22, (32, 64): 1.08, (112, 449): 1.0}
+SEEDED_OVER_BOUND = {(2, 16): 1.18, (32, 64): 1.19, (112, 449): 1.0}
+
+
+def test_the_products_cold_path_on_the_real_tree():
+    """Fully cold through the product's path: 0 OOM kills and <= 1.3x its warm on every shape (32 / 64 GiB: 1.299x,
+    at the target; 1.23x with the launcher's measured rate; 2 / 16 GiB: 0.94x, because the product's warm is slow
+    there). Gaps against issue 35, asserted as they stand: warm on 2 / 16 GiB is 1.21x the bare bound (a learned
+    source whose peak x margin is over the budget - fp8_gemm_kernel.cu, 15.13 GiB x 1.15 on a 15.5 GiB budget - makes
+    ``drained_by`` answer "never", so nothing backfills while the build drains for it; bench/replay_product.py's
+    pick_next rows cap the bytes at the budget and show 1.14x); seeded is 1.18x on 2 / 16 and 32 / 64 GiB (target
+    1.15x)."""
+    rows = replay_product.product_path(replay.load_record(replay.DEFAULT_RECORD), replay.SHAPES)
+    assert len(rows) == 4 * len(replay.SHAPES)
+    for r in rows:
+        shape, result = (r["cores"], r["memory_gib"]), r["result"]
+        assert result["oom_kills"] == 0 and not result["failed"], (shape, r["row"], result)
+        if r["row"].startswith("cold"):
+            assert result["makespan"] <= COLD_OVER_WARM[shape] * r["warm_s"] + replay.EPS, (shape, r["row"], result["makespan"] / r["warm_s"])
+        limit = {"warm": WARM_OVER_BOUND, "seeded": SEEDED_OVER_BOUND}.get(r["row"])
+        if limit:
+            assert result["makespan"] <= limit[shape] * r["bound_s"] + replay.EPS, (shape, r["row"], result["makespan"] / r["bound_s"])
+    cold = dict(((r["cores"], r["memory_gib"]), r["result"]) for r in rows if r["row"] == "cold")
+    assert cold[(112, 449)]["freezes"] == 0 and cold[(32, 64)]["evictions"] == 0 and cold[(2, 16)]["evictions"] == 1
+
+
+def test_the_products_cold_path_never_ooms_in_other_ninja_orders():
+    """Shuffled ninja orders, cold: 0 OOM kills (the makespan is not held here: cold, a late longest source ends late;
+    over 10 orders 32 / 64 GiB is 1.30x its warm on average, 1.64x at worst)."""
+    jobs = replay.load_record(replay.DEFAULT_RECORD)
+    rng = random.Random(35)
+    for cores, mem_gib in replay.SHAPES:
+        for dummy in range(2):
+            order = sorted(jobs, key=lambda j: j.order)
+            rng.shuffle(order)
+            result = replay_cold.ColdSim(jobs, cores, mem_gib, {}, order).run()
+            assert result["oom_kills"] == 0 and not result["failed"], (cores, mem_gib, result)
+
+
+def test_replay_product_prints_the_cold_rows(capsys, monkeypatch):
+    monkeypatch.setenv("GPUFLEET_BENCH_QUICK", "1")
+    assert replay_product.main(["--shapes", "32x64"]) == 0
+    out = capsys.readouterr().out
+    assert "| 32 cores / 64 GiB | cold | 1481 s | 1.39 | 1.30 | 0 | 38 / 38 / 0 (0 s) |" in out
+    assert "| 32 cores / 64 GiB | warm | 1063 s | 1299 s (1.22x) | 1140 s (1.07x) | 0 / 0 |" in out
