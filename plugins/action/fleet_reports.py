@@ -19,7 +19,7 @@ import stat
 import time
 
 from ansible.errors import AnsibleActionFail
-from ansible.plugins.action import ActionBase
+from ansible_collections.gpufleet.preflight.plugins.plugin_utils._action import ControllerAction
 from ansible_collections.gpufleet.preflight.plugins.module_utils._atomic import write_file
 from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _gate, _html_report, _report
 
@@ -153,13 +153,9 @@ def write_atomically(directory, name, content, mode):
     return write_file(os.path.join(directory, name), content, mode=mode)
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _requires_connection = False
+class ActionModule(ControllerAction):
 
-    def run(self, tmp=None, task_vars=None):
-        result = super(ActionModule, self).run(tmp, task_vars)
-        del tmp
+    def act(self, result, task_vars):
         _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         try:
             _report.check_results(args["results"])

@@ -24,7 +24,7 @@ import zipfile
 
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
-from ansible.plugins.action import ActionBase
+from ansible_collections.gpufleet.preflight.plugins.plugin_utils._action import ControllerAction
 from ansible_collections.gpufleet.preflight.plugins.module_utils._atomic import write_file
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _policy
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _policy_validation
@@ -172,13 +172,9 @@ def check_deadline(policy, deadline, schedule, slurm, interval_minutes):
     return _hc_runtime.check_fit(deadline, float(policy["gpu_timeout"]), gathers_gpus, slurm, schedule, interval_minutes)
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _requires_connection = False
+class ActionModule(ControllerAction):
 
-    def run(self, tmp=None, task_vars=None):
-        result = super(ActionModule, self).run(tmp, task_vars)
-        del tmp
+    def act(self, result, task_vars):
         _validation, args = self.validate_argument_spec(argument_spec=dict(
             dest=dict(type="path", required=True), policy=dict(type="dict", default={}),
             deadline_seconds=dict(type="float", default=_hc_runtime.DEFAULT_DEADLINE),

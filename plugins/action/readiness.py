@@ -12,8 +12,8 @@ import time
 
 from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
-from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
+from ansible_collections.gpufleet.preflight.plugins.plugin_utils._action import ControllerAction
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _checks
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _policy
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _policy_validation
@@ -185,13 +185,10 @@ def returned_facts(gathered_facts, readiness, full_facts):
     return facts
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
+class ActionModule(ControllerAction):
     _requires_connection = True
 
-    def run(self, tmp=None, task_vars=None):
-        result = super(ActionModule, self).run(tmp, task_vars)
-        del tmp
+    def act(self, result, task_vars):
         prefix = self._task.args.get("variable_prefix") or ""
         given, taken = options_from_variables(self._task.args, task_vars or {}, prefix, self._templar.template) \
             if prefix else (dict(self._task.args), [])
