@@ -263,3 +263,45 @@ def test_xid_by_class_flags_only_the_node_whose_gpu_needs_a_reset(fresh_fleet, t
         "preflight_xid_fail_actions": ["restart_app", "reset_gpu", "reboot", "contact_support"]}, args=["--limit", "node3"])
     node3 = report_hosts(tmp_path)["node3"]
     assert node3["failed_checks"] == ["fatal_xid"] and "Xid 13" in node3["reason"], (node3["reason"], strict.stdout[-2000:])
+
+
+def kmsg_records(*messages):
+    """Kernel records (facility 0) a minute old, as /dev/kmsg gives them."""
+    with open("/proc/uptime") as handle:
+        usec = int((float(handle.read().split()[0]) - 60) * 1e6)
+    return "".join("3,%d,%d,-;%s\n" % (999000 + index, usec + index, message) for index, message in enumerate(messages))
+
+
+def test_blackwell_xid_and_sxid_flag_only_their_node(fresh_fleet, tmp_path):
+    """Issue 37 item 1 on the fleet: node2 logs a fatal NVLink5 Xid 149 with the driver's Xid 154 (GPU Reset Required)
+    and a fatal NVSwitch SXid; node3 the non-fatal kinds of both (Xid 144 Nonfatal, a non-fatal SXid). Only node2 is
+    flagged, by fatal_xid (the driver's action as the hint) and sxid (the switch, its code, what to do)."""
+    fleet = fresh_fleet(3)
+    logs = {
+        "node2": kmsg_records(
+            "NVRM: Xid (PCI:0000:1b:00): 149, NETIR_LINK_EVT Fatal XC0 i0 Link 00 (0x026001c6 0x0 0x0 0x0 0x0 0x0)",
+            "NVRM: Xid (PCI:0000:1b:00): 154, GPU recovery action changed from 0x0 (None) to 0x1 (GPU Reset Required)",
+            "nvidia-nvswitch1: SXid (PCI:0000:06:00.0): 24007, Fatal, Link 44 sourcetrack TCEN0 crumbstore ECC DBE Error"),
+        "node3": kmsg_records(
+            "NVRM: Xid (PCI:0000:1b:00): 144, SAW_MVB Nonfatal XC0 i0 Link 0 (0x00000001 0x00000008 0x0 0x0 0x0 0x0)",
+            "nvidia-nvswitch3: SXid (PCI:0000:05:00.0): 12028, Non-fatal, Link 32 egress non-posted PRIV error (First)"),
+    }
+    for node in fleet.nodes:
+        install_gpus(node)
+        if node.name in logs:
+            path = os.path.join(fleet.dir, "kmsg-%s" % node.name)
+            with open(path, "w") as handle:
+                handle.write(logs[node.name])
+            node.dirty = True
+            node.run("mount --bind %s /dev/kmsg" % path, check=True)
+    result = run_playbook(PLAYBOOK, fleet.inventory_path, extra_vars={
+        "preflight_profiles": ["gpu"], "preflight_min_available_memory": "1GiB", "preflight_report_dir": str(tmp_path)})
+    assert "Traceback" not in result.stdout + result.stderr
+    hosts = report_hosts(tmp_path)
+    failed = flagged(hosts)
+    assert failed == {"node2": ["fatal_xid", "sxid"]}, json.dumps(dict((n, hosts[n]["reason"]) for n in hosts), indent=1)
+    checks = dict((c["name"], c) for c in hosts["node2"]["checks"])
+    assert "the driver asks for a GPU reset" in checks["fatal_xid"]["message"], checks["fatal_xid"]
+    assert "SXid 24007 on nvidia-nvswitch1" in checks["sxid"]["message"] and "Fabric Manager" in checks["sxid"]["message"]
+    node3 = dict((c["name"], c) for c in hosts["node3"]["checks"])
+    assert node3["fatal_xid"]["status"] == "ok" and node3["sxid"]["status"] == "ok", (node3["fatal_xid"], node3["sxid"])
