@@ -25,6 +25,11 @@ import zipfile
 GI = 1024.0 ** 3
 
 
+def key_path(key):
+    """A launcher key's path: ``tree:path#flags`` -> ``path`` (_admission_policy.path_of)."""
+    return key.split(":", 1)[-1].split("#", 1)[0]
+
+
 def run(argv, **kwargs):
     try:
         proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, check=False,
@@ -121,8 +126,9 @@ def main():
         if not output.endswith(".cu.o"):
             continue
         source = output.split(".dir/", 1)[-1][:-2]
-        # keys are relative to the tree (csrc/...) or absolute (a dependency's sources): the same path, whole
-        peak = peaks.get(source) or next((v for k, v in peaks.items() if k.endswith("/" + source)), {})
+        # the launcher's keys are tree:path#flags, the path relative to the tree (csrc/...) or absolute (a
+        # dependency's sources): the same path, whole
+        peak = next((v for k, v in sorted(peaks.items()) if key_path(k) == source or key_path(k).endswith("/" + source)), {})
         by_name = {}
         for proc in procs.get("processes") or []:
             if proc.get("source") and source_stem(proc["source"]) == source_stem(source):

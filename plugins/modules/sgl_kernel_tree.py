@@ -79,6 +79,12 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+identity:
+  description: The tree's C(package_version) (C(pyproject.toml)'s C(version)) and C(commit) (the git HEAD of the checkout
+    holding O(src), read without git), each null when unknown; the sgl_kernel role keys what admission learns by them.
+  returned: when src is given
+  type: dict
+  sample: {"package_version": "0.3.19", "commit": "7b9156c773f0467df80cc849637d94a4522a8b5e"}
 fetchcontent:
   description: What O(src) declares; absent without O(src).
   returned: when src is given
@@ -145,7 +151,7 @@ import re
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build._sgl_tree import (
-    arch_number, cmake_cache_notfound, read_ninja_summary, scan_fetchcontent)
+    arch_number, cmake_cache_notfound, read_ninja_summary, scan_fetchcontent, tree_identity)
 
 
 def main():
@@ -185,6 +191,7 @@ def main():
             module.fail_json(msg="sources: %s must map to an absolute path, got %r" % (name, path))
     if params["src"]:
         result["fetchcontent"] = scan_fetchcontent(params["src"], params["offline_dir"], params["sources"])
+        result["identity"] = tree_identity(params["src"])
     # failures are stored and reported outside the except blocks: fail_json there would carry the traceback
     problem = None
     if params["build_ninja"]:

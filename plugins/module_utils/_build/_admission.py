@@ -34,6 +34,7 @@ try:    # in the collection
     from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _admission_pressure as pressure
     from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _admission_threads as threads_rule
     from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _admission_node as node
+    from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _admission_census as census
 except ImportError:     # beside the build: the role copies the files of settings_rule.LAUNCHER_FILES
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import _admission_settings as settings_rule  # pylint: disable=import-error
@@ -41,6 +42,7 @@ except ImportError:     # beside the build: the role copies the files of setting
     import _admission_pressure as pressure  # pylint: disable=import-error
     import _admission_threads as threads_rule  # pylint: disable=import-error
     import _admission_node as node  # pylint: disable=import-error
+    import _admission_census as census  # pylint: disable=import-error
 
 DEFAULTS = settings_rule.DEFAULTS
 
@@ -295,8 +297,10 @@ def start_compile():
 
 
 def node_peaks(config):
-    """This node's peaks over the seeds (other nodes' files), merged."""
-    return policy.merge_peaks(*[node.load_json(path) for path in (config.get("seed_peaks") or [])] + [node.load_json(config["peaks_path"])])
+    """This node's peaks over the seeds (other nodes' files) over the census of its tree, merged."""
+    shipped = [census.census_peaks(node.load_json(path), config.get("tree")) for path in (config.get("census") or [])]
+    return policy.merge_peaks(*shipped + [node.load_json(path) for path in (config.get("seed_peaks") or [])] +
+                              [node.load_json(config["peaks_path"])])
 
 
 def waiting_entry(config, key, argv, peaks):
@@ -321,6 +325,7 @@ def run_admitted(config, key, argv, stop):
     another), queue again. The compiler's exit status."""
     peaks = node_peaks(config)
     mine, archs = waiting_entry(config, key, argv, peaks)
+    evictions = 0
 
     def stopped():
         return stop["signal"]
@@ -350,9 +355,12 @@ def run_admitted(config, key, argv, stop):
             gone = leave(config, mine, source=key, rc=rc, seconds=round(seconds, 2))
         if not gone.get("evicted") or stopped():
             break
-        say("gpufleet-admit: %s was stopped to make room for a compile that needed it; it runs again, first and alone" % key)
-        # what it showed says it needs more than its claim: it goes first, claiming the whole budget (no second eviction)
-        mine.update(since=time.time(), first=True, learned=False, options=None, threads=1, bytes=int(mine["budget"]))
+        evictions += 1
+        say("gpufleet-admit: %s was stopped to make room for a compile that needed it; it runs again, first%s" % (
+            key, " and alone" if evictions > 1 else ""))
+        # it goes first claiming what it held x the margin; evicted twice, the whole budget (never a third time)
+        mine.update(since=time.time(), first=True, alone=evictions > 1, learned=False, options=None, threads=1,
+                    bytes=max([mine["bytes"]] + [int(size * float(config["margin"])) for _name, size in seen]))
     seconds = max(seconds - float(gone.get("frozen_seconds") or 0), 0.0)   # time frozen is not the compile's
     # nvcc --threads runs cicc/ptxas side by side, and a killed compile needs at least what its whole tree held: the
     # tree's sampled sum can pass the largest one process held
@@ -368,11 +376,12 @@ def check(config, out=sys.stdout):
     holding a peak that times the margin is over it; and the smallest memory limit that builds them."""
     limit, available = node.cgroup_limit(), node.mem_available()
     room, top = settings_rule.budget(config, limit, available), settings_rule.ceiling(config, limit, available)
-    big = policy.too_big(node_peaks(config), top, config.get("tree"), float(config["margin"]))
-    smallest = max([int(p * (float(config["margin"]) if o else 1)) + settings_rule.ALONE_RESERVE for _k, p, o in big] or [0])
-    out.write(json.dumps({"budget_bytes": room, "ceiling_bytes": top, "smallest_limit_bytes": smallest or None,
+    peaks = node_peaks(config)
+    big, smallest, message = census.refusal(peaks, top, config.get("tree"), float(config["margin"]))
+    out.write(json.dumps({"budget_bytes": room, "ceiling_bytes": top, "smallest_limit_bytes": smallest,
+                          "safe_max_jobs": census.safe_fixed_jobs(peaks, room, config.get("cpus") or node.cpu_count(), config.get("tree")),
                           "too_big": [{"source": k, "peak_bytes": p, "oom_killed": o} for k, p, o in big],
-                          "message": policy.too_big_message(big, top, smallest)}) + "\n")
+                          "message": message}) + "\n")
     return 0
 
 

@@ -28,6 +28,15 @@ except ImportError:     # beside the build: the launcher's folder is on sys.path
 SOURCE_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx", ".c", ".C", ".c++")
 
 
+# -- the census's keys (measured peaks shipped for known trees, _admission_census.py) ----------------------------------
+CENSUS = "census:"
+
+
+def path_of(key):
+    """A launcher key's path in its tree: ``tree:path#flags`` -> ``path``."""
+    return key.split(":", 1)[-1].split("#", 1)[0]
+
+
 # -- keys, peaks, the decision -------------------------------------------------------------------------------------------------
 def source_of(argv):
     """The source file a compiler command line compiles, or None (a link step, a version query)."""
@@ -96,9 +105,17 @@ def valid_entry(pid, entry):
                                                   and all(number(o) is not None for o in entry["options"]))))
 
 
+def entry_for(peaks, key):
+    """The valid peaks entry of ``key``: this node's or a seed's, else the shipped census's for its path (``census``)."""
+    if not key:
+        return None
+    peaks = peaks or {}
+    return valid_peak(peaks.get(key)) or valid_peak(peaks.get(CENSUS + path_of(key)))
+
+
 def known(peaks, key):
     """The learned entry of a source that finished last time, or None (never seen, malformed, or killed)."""
-    entry = valid_peak((peaks or {}).get(key)) if key else None
+    entry = entry_for(peaks, key)
     return entry if entry and not entry.get("killed") else None
 
 
@@ -110,7 +127,7 @@ def expected_seconds(peaks, key):
 
 def expected_bytes(peaks, key, default_bytes, margin):
     """(bytes this compile is expected to need, whether it was learned); a killed one needs at least what it held."""
-    entry, learned = valid_peak((peaks or {}).get(key)) if key else None, known(peaks, key) is not None
+    entry, learned = entry_for(peaks, key), known(peaks, key) is not None
     if entry:
         return max(int(entry["peak_bytes"] * margin), 0 if learned else int(default_bytes)), learned
     return int(default_bytes), False
@@ -207,9 +224,9 @@ def load(entries, margin=1.0):
 def claim(entry, room, cpus):
     """What an unlearned compile reserves when it starts: its default need, at most the room per CPU (a cold build
     starts as wide as the CPUs; what it really needs is watched and frozen, not guessed); one evicted before claims
-    all of it (it runs alone: evicted once, never again)."""
+    what it held x the margin (``bytes``), and all of it once evicted twice (it runs alone: never a third time)."""
     if entry.get("first"):
-        return int(max(room, 1))
+        return int(max(room if entry.get("alone") else min(entry["bytes"], room), 1))
     return int(max(min(entry["bytes"], room / float(max(cpus, 1))), 1))
 
 
@@ -228,7 +245,7 @@ def drained_by(head, running, room, margin):
     left = list(running)
     for end, index in ends:
         left.remove(running[index])
-        if load(left + [head], margin) <= room:
+        if load(left + [head], margin) <= room or not left:   # alone it runs (``runnable_alone`` let it wait)
             return end
     return float("inf")
 
@@ -244,7 +261,7 @@ def thread_options(peaks, key, top, archs, per_thread_default, margin):
     time) it gets one option, one thread, the default per thread (or at least what it held): cold is safe - a
     source's per-arch peak may be 15 GiB where the default guesses 5, so t of them side by side are not risked before
     one has been seen."""
-    entry, learned = valid_peak((peaks or {}).get(key)) if key else None, known(peaks, key) is not None
+    entry, learned = entry_for(peaks, key), known(peaks, key) is not None
     if not learned:
         return [max(int(per_thread_default), int(entry["peak_bytes"] * margin) if entry else 0)]
     return [int(threads_rule.peak_at(entry, threads, archs) * margin) for threads in range(1, max(int(top), 1) + 1)]
@@ -385,22 +402,6 @@ def oom_killed(entry):
     return bool(entry and entry.get("killed") and not entry.get("stopped"))
 
 
-def too_big(peaks, budget_bytes, tree=None, margin=1.0):
-    """``[(key, peak_bytes, killed)]`` of the sources (of ``tree``) that need more than the budget even alone: a
-    learned one whose peak - at the fewest nvcc threads measured: the scheduler may run a multi-arch compile with
-    fewer than last time - is over it, and one OOM-killed holding a peak that times the margin is over it (it was
-    killed at that size, so it needs more: the field rerun's fp8_blockwise_gemm_kernel.cu, killed again and again)."""
-    prefix = tree + ":" if tree else ""
-    found = []
-    for key, entry in merge_peaks(peaks).items():
-        if not key.startswith(prefix) or entry.get("stopped"):
-            continue
-        least = min(list(threads_rule.thread_points(entry).values()) or [int(entry["peak_bytes"])])
-        if least * (margin if entry.get("killed") else 1) > budget_bytes:
-            found.append((key, int(least), oom_killed(entry)))
-    return sorted(found)
-
-
 def learned_from_oom(before, after):
     """The keys whose OOM-killed peak ``after`` (a peaks table) learned since ``before``: killed for the first time,
     or killed again holding more. An OOM that taught the scheduler this needs no fewer jobs; one that taught nothing
@@ -413,12 +414,3 @@ def learned_from_oom(before, after):
     return found
 
 
-def too_big_message(big, budget_bytes, smallest_limit=None):
-    """What a person reads for ``too_big``'s answer ('' for none): each source and its need, and the smallest memory
-    limit that builds them (``smallest_limit``)."""
-    if not big:
-        return ""
-    return "the budget of %.1f GiB is below what these sources need alone: %s%s" % (budget_bytes / 1024.0 ** 3, ", ".join(
-        ("%s (more than %.1f GiB: OOM-killed holding that)" if killed else "%s (%.1f GiB, held when compiled)")
-        % (key, peak / 1024.0 ** 3) for key, peak, killed in big),
-        "; the smallest memory limit that builds them: %.1f GiB" % (smallest_limit / 1024.0 ** 3) if smallest_limit else "")

@@ -18,6 +18,8 @@ DEFAULTS = {
     "state_dir": None,          # ledger.json + ledger.lock + ledger.log: one per node, so builds share the budget
     "peaks_path": None,         # peaks.json (node-local, shared by the builds of this node)
     "seed_peaks": None,         # peaks files of other nodes (read only): what this node has not measured itself
+    "census": None,             # census files (measured peaks shipped for known trees, docs/build.md): used for the
+                                # sources of a matching tree that nothing learned or seeded
     "root": None,               # project source root: keys are paths relative to it
     "tree": None,               # the tree's identity (name, version, archs): keys of different trees never mix
     "budget_bytes": None,       # None: the cgroup's memory limit (else MemAvailable at start)
@@ -44,7 +46,8 @@ DEFAULTS = {
 # guarded_build's admission option and the sgl_kernel role copy (tests/unit/plugins/module_utils/test_admission_setup.py holds both).
 LAUNCHER_FILES = (("_admission.py", "gpufleet_admit.py"), ("_admission_policy.py", "_admission_policy.py"),
                   ("_admission_settings.py", "_admission_settings.py"), ("_admission_pressure.py", "_admission_pressure.py"),
-                  ("_admission_threads.py", "_admission_threads.py"), ("_admission_node.py", "_admission_node.py"))
+                  ("_admission_threads.py", "_admission_threads.py"), ("_admission_node.py", "_admission_node.py"),
+                  ("_admission_census.py", "_admission_census.py"))
 
 NUMBER_CEILING = 2 ** 63   # no size, pid, time or count this file reads comes near it; above it, margin x peak overflows
 
@@ -156,9 +159,10 @@ def checked_config(settings):
     for name in ("threads_per_source", "freeze"):
         if not isinstance(config[name], bool):
             raise ValueError("%s: %r is not true or false" % (name, config[name]))
-    seeds = config["seed_peaks"]
-    if seeds is not None and not (isinstance(seeds, list) and all(isinstance(p, str) for p in seeds)):
-        raise ValueError("seed_peaks: %r is not a list of paths" % (seeds,))
+    for name in ("seed_peaks", "census"):
+        paths = config[name]
+        if paths is not None and not (isinstance(paths, list) and all(isinstance(p, str) for p in paths)):
+            raise ValueError("%s: %r is not a list of paths" % (name, paths))
     return config
 
 

@@ -25,13 +25,15 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _admission_pressure as pressure
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _admission_threads as threads_rule
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _admission_node as node
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _admission_census as census
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build._build_engine import BuildError
 from ansible_collections.gpufleet.preflight.plugins.module_utils._human import parse_size_option
 
 FOLDER = "gpufleet-admission"
 LAUNCHER = "gpufleet_admit.py"
 MODULES = {"_admission.py": _admission, "_admission_policy.py": policy, "_admission_settings.py": settings_rule,
-           "_admission_pressure.py": pressure, "_admission_threads.py": threads_rule, "_admission_node.py": node}
+           "_admission_pressure.py": pressure, "_admission_threads.py": threads_rule, "_admission_node.py": node,
+           "_admission_census.py": census}
 
 
 def admission_settings(settings, build_dir, source):
@@ -112,13 +114,14 @@ def node_peaks(config):
 
 
 def refused_sources(config, limit_bytes):
-    """Why the build cannot fit (a message naming each source that needs more than the budget alone: learned over
-    it, or OOM-killed holding a peak that times the margin is over it), or None: said before the first compile and
-    after an OOM, not 26 minutes in."""
+    """Why the build cannot fit (a message naming each source that needs more than one compile may hold alone - the
+    limit less what ninja needs beside it, not the budget less the reserve: a resumed build in a cgroup just big
+    enough is not refused - learned over it, or OOM-killed holding a peak that times the margin is over it, and the
+    smallest memory limit that builds them), or None: said before the first compile and after an OOM."""
     if not config:
         return None
-    room = settings_rule.budget(config, limit_bytes)
-    big = policy.too_big(node_peaks(config), room, config.get("tree"), float(config["margin"]))
+    big, _smallest, message = census.refusal(node_peaks(config), settings_rule.ceiling(config, limit_bytes),
+                                             config.get("tree"), float(config["margin"]))
     if not big:
         return None
-    return "admission: %s; give the build more memory (memory_limit)" % policy.too_big_message(big, room)
+    return "admission: %s; give the build more memory (memory_limit)" % message

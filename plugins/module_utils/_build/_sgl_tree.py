@@ -323,6 +323,26 @@ def checkout_commit(folder):
     return None, None
 
 
+_PROJECT_VERSION = re.compile(r'^\s*version\s*=\s*["\']([^"\']+)["\']', re.M)
+
+
+def tree_identity(src):
+    """``{"package_version", "commit"}`` of a source tree: ``pyproject.toml``'s version (the first ``version = ".."``),
+    and the git HEAD of the checkout holding it (``src`` or a folder above it; no git binary needed), each None when
+    unknown. Admission keys what it learns by them (issue 35 item 9): a ref named ``main`` is many trees."""
+    try:
+        found = _PROJECT_VERSION.search(_read(os.path.join(src, "pyproject.toml"), 1024 * 1024))
+    except (OSError, IOError):
+        found = None
+    folder, commit = os.path.abspath(src), None
+    for _depth in range(6):
+        if os.path.exists(os.path.join(folder, ".git")):
+            commit, _how = checkout_commit(folder)
+            break
+        folder = os.path.dirname(folder)
+    return {"package_version": found.group(1) if found else None, "commit": commit}
+
+
 def stamp_of(folder):
     """The record prepare_offline_sources wrote for ``folder`` ({name, repo, version, commit}), or None."""
     path = os.path.join(os.path.dirname(folder.rstrip("/")), STAMP_FOLDER, os.path.basename(folder.rstrip("/")) + ".json")

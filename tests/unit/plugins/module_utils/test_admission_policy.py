@@ -233,33 +233,6 @@ def test_merge_peaks_own_last_killed_never_replaces_finished_bad_dropped():
     assert grown["b.cu"]["killed"] and grown["b.cu"]["peak_bytes"] == 3 * GIB
 
 
-def test_too_big_counts_a_multi_arch_source_at_its_fewest_measured_threads():
-    peaks = {"t:moe.cu": {"peak_bytes": 40 * GIB, "seconds": 9, "by_threads": {"1": 11 * GIB, "4": 40 * GIB}},
-             "t:big.cu": {"peak_bytes": 30 * GIB, "seconds": 9, "by_threads": {"2": 30 * GIB}}}
-    assert policy.too_big(peaks, 12 * GIB, "t") == [("t:big.cu", 30 * GIB, False)]
-
-
-def test_too_big_names_the_sources_of_this_tree_above_the_budget():
-    peaks = {"t@1:fp8.cu#x": {"peak_bytes": 15 * GIB}, "t@1:small.cu": {"peak_bytes": GIB},
-             "other:fp8.cu": {"peak_bytes": 20 * GIB}, "t@1:neg.cu": {"peak_bytes": -5}}
-    assert policy.too_big(peaks, 12 * GIB, "t@1") == [("t@1:fp8.cu#x", 15 * GIB, False)]
-    assert policy.too_big(peaks, 12 * GIB) == [("other:fp8.cu", 20 * GIB, False), ("t@1:fp8.cu#x", 15 * GIB, False)]
-
-
-def test_an_oom_killed_source_needs_more_than_it_held_a_stopped_one_says_nothing():
-    """Issue 29 item 7: killed at 11 GiB (x 1.15 margin = 12.65) under a 12 GiB budget it cannot fit alone - refused
-    before the build, not killed again two minutes in; stopped at the same size it is not refused; killed at 6 GiB
-    beside a neighbour it fits alone and is not refused."""
-    peaks = {"t:gemm.cu": {"peak_bytes": 11 * GIB, "seconds": 90, "killed": True},
-             "t:stop.cu": {"peak_bytes": 11 * GIB, "seconds": 90, "killed": True, "stopped": True},
-             "t:beside.cu": {"peak_bytes": 6 * GIB, "seconds": 60, "killed": True}}
-    assert policy.too_big(peaks, 12 * GIB, "t", 1.15) == [("t:gemm.cu", 11 * GIB, True)]
-    message = policy.too_big_message(policy.too_big(peaks, 12 * GIB, "t", 1.15), 12 * GIB)
-    assert message == "the budget of 12.0 GiB is below what these sources need alone: t:gemm.cu (more than 11.0 GiB: OOM-killed holding that)"
-    need, learned = policy.expected_bytes(peaks, "t:beside.cu", GIB, 1.15)
-    assert need == int(6 * GIB * 1.15) and not learned
-
-
 def test_an_oom_that_taught_the_scheduler_is_told_from_one_that_did_not():
     before = {"a.cu": {"peak_bytes": GIB, "seconds": 5}, "b.cu": {"peak_bytes": 3 * GIB, "killed": True}}
     after = {"a.cu": {"peak_bytes": 2 * GIB, "seconds": 5, "killed": True},       # killed for the first time
@@ -385,3 +358,19 @@ def test_a_reservation_is_never_below_the_learned_peak_before_its_phase_ends():
     phases = [["cudafe++", 400 * MIB], ["cicc", 1307 * MIB], ["ptxas", 100 * MIB]]
     assert policy.reservation({"bytes": 0}, 900 * MIB, 1.0, phases, 1, 1461 * MIB) == 1461 * MIB
     assert policy.reservation({"bytes": 0}, 90 * MIB, 1.0, phases, 2, 1461 * MIB) == 100 * MIB
+
+
+def test_the_machine_drains_for_a_source_that_fits_only_alone():
+    """fp8_gemm_kernel.cu: 15.13 GiB x 1.15 over a 15.5 GiB budget, so it runs alone: it fits when the last running
+    compile ends (100 s), and a 30 s compile may start before that (the answer was "never": nothing backfilled)."""
+    head = dict(job("fp8", 15.13 * 1.15, 700), ceiling=15.9 * GIB)
+    running = [dict(job("r", 3, 100), started=0)]
+    assert policy.drained_by(head, running, 15.5 * GIB, 1.15) == 100
+    assert policy.pick_next([head, job("light", 1, 30)], running, int(15.5 * GIB), 2, 1.15, now=0)["pid"] == "light"
+
+
+def test_an_evicted_compile_goes_first_claiming_what_it_held_then_alone():
+    evicted = dict(job("e", 3, learned=False), first=True)
+    assert policy.claim(evicted, 16 * GIB, 8) == 3 * GIB          # not cut to the room per CPU
+    assert policy.claim(dict(evicted, alone=True), 16 * GIB, 8) == 16 * GIB
+    assert policy.pick_next([job("long", 1, 900), evicted], [], 16 * GIB, 8)["pid"] == "e"

@@ -81,7 +81,8 @@ def test_a_source_that_cannot_fit_alone_is_named_before_the_build(tmp_path):
     config = admission_settings({"peaks_path": str(peaks), "reserve_bytes": 0}, str(tmp_path), "/src")
     assert refused_sources(config, 12 * gib) == (
         "admission: the budget of 12.0 GiB is below what these sources need alone: gemm.cu (more than 11.0 GiB: "
-        "OOM-killed holding that); give the build more memory (memory_limit)")
+        "OOM-killed holding that); the smallest memory limit that builds them: 12.7 GiB; give the build more memory "
+        "(memory_limit)")
     assert refused_sources(config, 13 * gib) is None and refused_sources(None, gib) is None
 
 

@@ -55,6 +55,7 @@ def test_normal_bus_id_of_garbage_is_itself():
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _admission as admission  # noqa: E402
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _admission_node as admission_node  # noqa: E402
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _admission_policy as policy  # noqa: E402
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _admission_census as census  # noqa: E402
 
 HUGE_INT = "1" + "0" * 400      # valid JSON, an int Python cannot turn into a float (math.isnan raises OverflowError)
 
@@ -270,7 +271,7 @@ def test_seed_peaks_that_are_a_fifo_a_symlink_or_hold_bad_numbers_are_dropped(tm
     peaks = admission.node_peaks(config)
     assert time.monotonic() - started < 5
     assert sorted(peaks) == ["other:f.cu"]
-    assert policy.too_big(peaks, 1024 ** 3, "t") == []
+    assert census.too_big(peaks, 1024 ** 3, "t") == []
 
 
 def test_a_ledger_entry_whose_pid_now_names_another_process_is_reclaimed():

@@ -215,3 +215,18 @@ def test_a_fifo_named_like_a_cmake_file_is_never_opened(tmp_path):
             pass
     assert not worker.is_alive(), "the scan blocked on the FIFO"
     assert [entry["name"] for entry in scanned["declared"]] == ["cutlass"]
+
+
+def test_tree_identity_reads_the_package_version_and_the_checkout_commit(tmp_path):
+    """Issue 35 item 9: learned peaks keyed by what the tree is, not the ref that named it."""
+    from ansible_collections.gpufleet.preflight.plugins.module_utils._build._sgl_tree import tree_identity
+    kernel = tmp_path / "checkout" / "sgl-kernel"
+    kernel.mkdir(parents=True)
+    (kernel / "pyproject.toml").write_text('[project]\nname = "sgl-kernel"\nversion = "0.3.19"\n')
+    assert tree_identity(str(kernel)) == {"package_version": "0.3.19", "commit": None}
+    git = tmp_path / "checkout" / ".git"
+    (git / "refs" / "heads").mkdir(parents=True)
+    (git / "HEAD").write_text("ref: refs/heads/main\n")
+    (git / "refs" / "heads" / "main").write_text("7b9156c773f0467df80cc849637d94a4522a8b5e\n")
+    assert tree_identity(str(kernel))["commit"] == "7b9156c773f0467df80cc849637d94a4522a8b5e"
+    assert tree_identity(str(tmp_path / "none")) == {"package_version": None, "commit": None}
