@@ -380,6 +380,24 @@ options:
       - Most media and data integrity errors an NVMe controller may report (O(check_nvme)).
     type: int
     default: 0
+  check_ipmi_sel:
+    description:
+      - 'Whether new entries in the BMC''s System Event Log since the previous run fail the node (node profile; C(ipmitool
+        sel elist), root; the last entry id is kept beside the probe cache, the first run records it): more than O(max_sel_new_entries).
+        Without ipmitool or a BMC the check says so and passes.'
+    type: bool
+    default: false
+  max_sel_new_entries:
+    description:
+      - Most new SEL entries allowed since the previous run (O(check_ipmi_sel)).
+    type: int
+    default: 0
+  check_sensors:
+    description:
+      - Whether a BMC sensor past its critical or non-recoverable threshold (C(ipmitool sensor) status C(cr), C(nr))
+        fails the node (node profile). Without ipmitool or a BMC the check says so and passes.
+    type: bool
+    default: false
   custom_checks:
     description:
       - Extra checks as JMESPath expressions over the gathered facts (keys without the C(gpufleet_) prefix, for example

@@ -58,10 +58,11 @@ options:
       - With the V(node) subset, the node hardware parts to read, each within the run's deadline and said absent
         where the node cannot answer; none by default. V(d_state) (processes in D state in two C(/proc) scans 0.5 s
         apart), V(cpu_governor) (C(cpufreq/scaling_governor) of each CPU), V(nvme) (C(nvme smart-log -o json) per
-        controller; absent without nvme-cli).
+        controller; absent without nvme-cli), V(ipmi_sel) (C(ipmitool sel elist), the entries since the previous run,
+        whose last entry id is kept beside the probe cache), V(sensors) (C(ipmitool sensor), those past a threshold).
     type: list
     elements: str
-    choices: [d_state, cpu_governor, nvme]
+    choices: [d_state, cpu_governor, nvme, ipmi_sel, sensors]
     default: []
   gpu_probes:
     description:
@@ -235,7 +236,8 @@ ARGUMENT_SPEC = dict(
     disk_paths=dict(type="list", elements="path", default=[]),
     service_names=dict(type="list", elements="str", default=[]),
     ib_counters=dict(type="bool", default=False),
-    node_hardware=dict(type="list", elements="str", default=[], choices=["d_state", "cpu_governor", "nvme"]),
+    node_hardware=dict(type="list", elements="str", default=[], choices=["d_state", "cpu_governor", "nvme", "ipmi_sel",
+                                                                                    "sensors"]),
     toolchain_python=dict(type="path"),
     kernel_events_window=dict(type="int", default=86400),
 )

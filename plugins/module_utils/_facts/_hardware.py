@@ -3,7 +3,9 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Node hardware beyond the GPUs (issue 37 item 3), each part opt-in, read within a deadline and said absent (with
 why) where the node cannot answer: processes stuck in D state (``/proc``, no tool), the CPU frequency governor
-(``/sys/devices/system/cpu/cpu*/cpufreq/scaling_governor``) and NVMe health (``nvme smart-log -o json``).
+(``/sys/devices/system/cpu/cpu*/cpufreq/scaling_governor``), NVMe health (``nvme smart-log -o json``), the BMC's
+event log entries since the previous run (``ipmitool sel elist``, the last entry id kept beside the probe cache) and
+sensors past a threshold (``ipmitool sensor``).
 
 Pure parsers first; the readers (a ``root`` for fixture trees, a ``run`` for nvme-cli) at the bottom.
 """
@@ -17,14 +19,18 @@ import os
 import re
 import time
 
+from ansible_collections.gpufleet.preflight.plugins.module_utils._atomic import write_file
 from ansible_collections.gpufleet.preflight.plugins.module_utils._run import find_executable
 
-PARTS = ("d_state", "cpu_governor", "nvme")
+PARTS = ("d_state", "cpu_governor", "nvme", "ipmi_sel", "sensors")
 D_STATE_PIDS_KEPT = 10
 # /proc/<pid>/stat: "pid (comm) S ppid ..." -- comm may hold spaces and parentheses: split at the last ')'.
 _STAT_RE = re.compile(r"^([0-9]{1,10}) \((.*)\) (\S) ")
 _CPU_DIR = re.compile(r"^cpu[0-9]{1,6}$")
 _NVME_CTRL = re.compile(r"^nvme[0-9]{1,4}$")
+_HEX_ID = re.compile(r"^[0-9a-fA-F]{1,8}$")
+SEL_STATE = "ipmi-sel.json"
+SEL_KEPT = 20
 # nvme-cli's smart-log JSON keys (1.x and 2.x) -> ours.
 NVME_KEYS = (("critical_warning", "critical_warning"), ("avail_spare", "available_spare"),
              ("spare_thresh", "available_spare_threshold"), ("percent_used", "percentage_used"),
@@ -53,6 +59,40 @@ def governor_counts(governors):
     for governor in governors.values():
         counts[governor] = counts.get(governor, 0) + 1
     return counts
+
+
+def parse_sel(text):
+    """``ipmitool sel elist`` -> ``[{id, when, sensor, event, direction}]`` (ids are hex; ``Pre-Init`` times kept)."""
+    entries = []
+    for line in (text or "").splitlines():
+        parts = [part.strip() for part in line.split("|")]
+        if len(parts) < 5 or not _HEX_ID.match(parts[0]):
+            continue
+        entries.append({"id": int(parts[0], 16), "when": " ".join(parts[1:3]).strip(), "sensor": parts[3],
+                        "event": parts[4], "direction": parts[5] if len(parts) > 5 else None})
+    return entries
+
+
+def new_sel_entries(entries, last_id):
+    """The entries logged since the run that saw ``last_id`` (None: first run, nothing new). A log cleared since
+    (its highest id below the last one seen) counts whole."""
+    if last_id is None or not entries:
+        return []
+    top = max(entry["id"] for entry in entries)
+    if top < last_id:  # the SEL was cleared: everything in it is new
+        return list(entries)
+    return [entry for entry in entries if entry["id"] > last_id]
+
+
+def parse_sensors(text):
+    """``ipmitool sensor`` -> ``[{name, value, unit, status}]`` for the sensors with a reading."""
+    sensors = []
+    for line in (text or "").splitlines():
+        parts = [part.strip() for part in line.split("|")]
+        if len(parts) < 4 or not parts[0] or parts[1] in ("na", ""):
+            continue
+        sensors.append({"name": parts[0], "value": parts[1], "unit": parts[2], "status": parts[3].lower()})
+    return sensors
 
 
 def parse_smart_log(text):
@@ -166,7 +206,59 @@ def read_nvme(run, root="/", timeout=5.0, deadline=None, program=None):
     return {"state": "ok", "message": "", "devices": devices}
 
 
-def collect_hardware(parts, run, root="/", budget=10.0, nvme_program=None, d_state_interval=0.5):
+def _ipmitool(run, argv, deadline, program, timeout=8.0):
+    """``(out, "ok", "")`` or ``(None, "absent" or "error", why)``; ``program`` None: ipmitool from PATH."""
+    program = program or find_executable("ipmitool")
+    if not program:
+        return None, "absent", "ipmitool is not installed: the BMC was not read"
+    left = min(timeout, deadline - time.time())
+    if left <= 0:
+        return None, "error", "not read: the hardware deadline passed"
+    rc, out, err = run([program] + argv, left)
+    if rc != 0:
+        why = "timed out" if rc is None else " ".join((err or out or "exit %s" % rc).split())[:200]
+        # no /dev/ipmi0 (a VM, the ipmi_si module not loaded): the node has no BMC to ask
+        state = "absent" if "could not open device" in why.lower() else "error"
+        return None, state, "ipmitool %s: %s" % (" ".join(argv), why)
+    return out, "ok", ""
+
+
+def read_ipmi_sel(run, state_dir, deadline, program=None):
+    """SEL entries since the previous run (the last id seen kept in ``<state_dir>/ipmi-sel.json``; None: no state)."""
+    out, state, message = _ipmitool(run, ["sel", "elist"], deadline, program)
+    if out is None:
+        return {"state": state, "message": message, "count": None, "new": []}
+    entries = parse_sel(out)
+    path = os.path.join(state_dir, SEL_STATE) if state_dir else None
+    last = None
+    if path:
+        try:
+            with open(path) as handle:
+                last = json.load(handle).get("last_id")
+        except (IOError, OSError, ValueError, AttributeError):
+            last = None
+    new = new_sel_entries(entries, last if isinstance(last, int) else None)
+    facts = {"state": "ok", "message": "", "count": len(entries), "first_run": path is None or last is None,
+             "new_count": len(new), "new": new[-SEL_KEPT:]}
+    if path and entries:
+        try:
+            write_file(path, json.dumps({"last_id": max(entry["id"] for entry in entries)}))
+        except (IOError, OSError) as exc:
+            facts["message"] = "%s: %s" % (path, getattr(exc, "strerror", None) or exc)
+    return facts
+
+
+def read_sensors(run, deadline, program=None):
+    out, state, message = _ipmitool(run, ["sensor"], deadline, program)
+    if out is None:
+        return {"state": state, "message": message, "sensors": []}
+    sensors = parse_sensors(out)
+    return {"state": "ok", "message": "", "count": len(sensors),
+            "sensors": [sensor for sensor in sensors if sensor["status"] not in ("ok", "na")]}
+
+
+def collect_hardware(parts, run, root="/", budget=10.0, nvme_program=None, d_state_interval=0.5, state_dir=None,
+                     ipmitool=None):
     """``{part: facts}`` for each of ``parts`` (of PARTS), all within ``budget`` seconds."""
     deadline = time.time() + budget
     out = {}
@@ -176,4 +268,8 @@ def collect_hardware(parts, run, root="/", budget=10.0, nvme_program=None, d_sta
         out["cpu_governor"] = read_cpu_governor(root)
     if "nvme" in parts:
         out["nvme"] = read_nvme(run, root, deadline=deadline, program=nvme_program)
+    if "ipmi_sel" in parts:
+        out["ipmi_sel"] = read_ipmi_sel(run, state_dir, deadline, ipmitool)
+    if "sensors" in parts:
+        out["sensors"] = read_sensors(run, deadline, ipmitool)
     return out

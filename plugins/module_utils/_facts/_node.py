@@ -198,5 +198,6 @@ def collect_node(service_names=(), root="/", clock=read_clock, ib_counters=False
     facts = {"services": services, "cpu_topology": topology, "infiniband": infiniband, "clock": clock_facts,
              "errors": errors}
     if hardware:
-        facts["hardware"] = _hardware.collect_hardware(hardware, run, root)
+        facts["hardware"] = _hardware.collect_hardware(hardware, run, root,
+                                                       state_dir=os.path.dirname(ib_state_path) if ib_state_path else None)
     return facts

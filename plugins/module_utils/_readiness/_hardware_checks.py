@@ -1,9 +1,9 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet.preflight contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Profile ``node``: the node hardware checks of issue 37 item 3 (``d_state``, ``cpu_governor``, ``nvme_health``) over
-``node.hardware``; each None when its option is off, *skipped* with the reason where the node cannot answer (no
-cpufreq driver, no nvme-cli), never failed for a missing tool. Registered in ``_policy.CHECKS``."""
+"""Profile ``node``: the node hardware checks of issue 37 item 3 (``d_state``, ``cpu_governor``, ``nvme_health``,
+``ipmi_sel``, ``sensors``) over ``node.hardware``; each None when its option is off, *skipped* with the reason where the node cannot answer (no
+cpufreq driver, no nvme-cli, no ipmitool or BMC), never failed for a missing tool. Registered in ``_policy.CHECKS``."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -100,3 +100,42 @@ def check_nvme_health(facts, policy):
     observed = dict((dev["name"], dict((key, dev.get(key)) for key in ("critical_warning", "available_spare",
                                                                        "percentage_used", "media_errors"))) for dev in devices)
     return result(name, not bad, observed, expected, message, PROFILE)
+
+
+def check_ipmi_sel(facts, policy):
+    name = "ipmi_sel"
+    if not _option(policy, "check_ipmi_sel"):
+        return None
+    most = _option(policy, "max_sel_new_entries")
+    expected = "<= %d new SEL entries since the previous run" % most
+    entry, answer = _part(facts, name, expected, "ipmi_sel")
+    if answer:
+        return answer
+    if entry.get("first_run"):
+        return skipped(name, "first run: the %s SEL entries are recorded as the baseline for the next run" % entry.get("count"),
+                       PROFILE)
+    new = entry.get("new_count") or 0
+    listed = entry.get("new") or []
+    shown = "; ".join("%s %s: %s%s" % (e.get("when"), printable(str(e.get("sensor"))), printable(str(e.get("event"))),
+                                       " (%s)" % e["direction"] if e.get("direction") else "")
+                      for index, e in enumerate(listed) if index >= len(listed) - 3)
+    message = "" if new <= most else (
+        "%d new BMC event log entries since the previous run, latest: %s: read `ipmitool sel elist` (power supply, "
+        "memory ECC, PCIe, thermal events) and fix the part it names; clear the SEL once handled" % (new, shown))
+    return result(name, new <= most, new, expected, message, PROFILE)
+
+
+def check_sensors(facts, policy):
+    name = "sensors"
+    if not _option(policy, "check_sensors"):
+        return None
+    expected = "no BMC sensor past a critical threshold"
+    entry, answer = _part(facts, name, expected, "sensors")
+    if answer:
+        return answer
+    past = [sensor for sensor in entry.get("sensors") or [] if sensor.get("status") in ("cr", "nr")]
+    message = "" if not past else "%s: check the part, its cooling and power (`ipmitool sensor`)" % "; ".join(
+        "%s at %s %s (%s)" % (printable(str(s.get("name"))), printable(str(s.get("value"))), printable(str(s.get("unit"))),
+                              {"cr": "critical", "nr": "non-recoverable"}[s["status"]]) for s in past[:5])
+    observed = dict((s["name"], s["status"]) for s in entry.get("sensors") or [])
+    return result(name, not past, observed, expected, message, PROFILE)

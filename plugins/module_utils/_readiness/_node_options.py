@@ -81,4 +81,16 @@ NODE_OPTIONS = (
     ]),
     dict(name="max_nvme_media_errors", check=dict(min=0, max=2 ** 31 - 1), type="int", default=0, roles=CHECK,
          description=["Most media and data integrity errors an NVMe controller may report (O(check_nvme))."]),
+    dict(name="check_ipmi_sel", check=dict(form="bool"), type="bool", default=False, roles=CHECK, description=[
+        "Whether new entries in the BMC's System Event Log since the previous run fail the node (node profile; "
+        "C(ipmitool sel elist), root; the last entry id is kept beside the probe cache, the first run records it): "
+        "more than O(max_sel_new_entries). Without ipmitool or a BMC the check says so and passes.",
+    ]),
+    dict(name="max_sel_new_entries", check=dict(min=0, max=100000), type="int", default=0, roles=CHECK, description=[
+        "Most new SEL entries allowed since the previous run (O(check_ipmi_sel)).",
+    ]),
+    dict(name="check_sensors", check=dict(form="bool"), type="bool", default=False, roles=CHECK, description=[
+        "Whether a BMC sensor past its critical or non-recoverable threshold (C(ipmitool sensor) status C(cr), C(nr)) "
+        "fails the node (node profile). Without ipmitool or a BMC the check says so and passes.",
+    ]),
 )

@@ -56,7 +56,8 @@ def hardware_parts(policy):
     if "node" not in profiles(policy):
         return []
     return [part for part, option in (("d_state", "check_d_state"), ("cpu_governor", "expected_cpu_governor"),
-                                      ("nvme", "check_nvme")) if policy.get(option) not in (None, False, "any")]
+                                      ("nvme", "check_nvme"), ("ipmi_sel", "check_ipmi_sel"), ("sensors", "check_sensors"))
+            if policy.get(option) not in (None, False, "any")]
 
 
 def profiles(policy):
@@ -387,6 +388,12 @@ CHECKS = (
         "state", "message", "devices", "devices[].name", "devices[].model", "devices[].error", "devices[].critical_warning",
         "devices[].available_spare", "devices[].available_spare_threshold", "devices[].percentage_used",
         "devices[].media_errors")), ("check_nvme", "max_nvme_media_errors")),
+    check("ipmi_sel", "node", hardware.check_ipmi_sel, _HW + tuple("node.hardware.ipmi_sel." + key for key in (
+        "state", "message", "count", "first_run", "new_count", "new", "new[].when", "new[].sensor", "new[].event",
+        "new[].direction")), ("check_ipmi_sel", "max_sel_new_entries")),
+    check("sensors", "node", hardware.check_sensors, _HW + tuple("node.hardware.sensors." + key for key in (
+        "state", "message", "sensors", "sensors[].name", "sensors[].value", "sensors[].unit", "sensors[].status")),
+        ("check_sensors",)),
 )
 
 

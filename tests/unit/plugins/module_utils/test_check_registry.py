@@ -178,6 +178,12 @@ def fixture_facts(tmp_path_factory):
     out.append(("hardware/gpu_node-nvme-timeout", {"node": {"errors": [], "hardware": _hardware.collect_hardware(
         ("nvme",), lambda argv, timeout: (None, "", ""), root=os.path.join(FIXTURES, "hardware", "gpu_node"),
         nvme_program="nvme")}}))
+    for sel in ("ipmitool-sel-elist-before.txt", "ipmitool-sel-elist-after.txt"):  # two runs: the new SEL entries
+        outputs = dict((verb, open(os.path.join(FIXTURES, "hardware", name)).read()) for verb, name in (
+            ("sel", sel), ("sensor", "ipmitool-sensor.txt")))
+        out.append(("hardware/ipmi-" + sel, {"node": {"errors": [], "hardware": _hardware.collect_hardware(
+            ("ipmi_sel", "sensors"), lambda argv, timeout, outputs=outputs: (0, outputs[argv[1]], ""),
+            state_dir=str(tmp), ipmitool="ipmitool")}}))
     # issue 37: the IB error counters of two runs (hgx_ndr, then hgx_degraded) with the state kept between them
     ib_state = str(tmp / "ib-counters.json")
     for case, now in (("hgx_ndr", 1000.0), ("hgx_degraded", 1600.0)):

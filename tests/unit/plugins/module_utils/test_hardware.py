@@ -101,3 +101,45 @@ def test_node_facts_refuses_an_unknown_part():
               "kernel_events_window": 60, "toolchain_python": None, "disk_paths": [], "node_hardware": ["ipmi"]}
     with pytest.raises(ValueError, match="node_hardware: ipmi unknown"):
         _node_facts.validate_options(params, _node_facts.SUBSETS)
+
+
+def ipmi_run(sel_name="ipmitool-sel-elist-before.txt", sensor_rc=0):
+    def run(argv, timeout):
+        if argv[1:] == ["sel", "elist"]:
+            return 0, text(sel_name), ""
+        return sensor_rc, text("ipmitool-sensor.txt") if sensor_rc == 0 else "", (
+            "" if sensor_rc == 0 else "Could not open device at /dev/ipmi0 or /dev/ipmi/0 or /dev/ipmidev/0: No such file or directory")
+    return run
+
+
+def test_parse_sel_and_new_entries():
+    before = hw.parse_sel(text("ipmitool-sel-elist-before.txt"))
+    after = hw.parse_sel(text("ipmitool-sel-elist-after.txt"))
+    assert [e["id"] for e in after] == [1, 2, 3, 4, 5, 6]
+    assert after[4] == {"id": 5, "when": "12/04/2026 21:02:10", "sensor": "Memory #0x53",
+                        "event": "Correctable ECC (@DIMM B3)", "direction": "Asserted"}
+    assert [e["id"] for e in hw.new_sel_entries(after, 4)] == [5, 6]
+    assert hw.new_sel_entries(after, None) == []
+    assert [e["id"] for e in hw.new_sel_entries(before, 6)] == [1, 2, 3, 4]  # cleared since: all new
+    assert hw.parse_sel("SEL has no entries\n") == []
+
+
+def test_sel_since_the_previous_run(tmp_path):
+    first = hw.collect_hardware(("ipmi_sel",), ipmi_run(), state_dir=str(tmp_path), ipmitool="ipmitool")["ipmi_sel"]
+    assert first["first_run"] is True and first["count"] == 4 and first["new_count"] == 0
+    second = hw.collect_hardware(("ipmi_sel",), ipmi_run("ipmitool-sel-elist-after.txt"), state_dir=str(tmp_path),
+                                 ipmitool="ipmitool")["ipmi_sel"]
+    assert second["first_run"] is False and second["new_count"] == 2
+    assert [e["event"] for e in second["new"]] == ["Correctable ECC (@DIMM B3)", "Bus Uncorrectable error"]
+    stateless = hw.collect_hardware(("ipmi_sel",), ipmi_run(), ipmitool="ipmitool")["ipmi_sel"]
+    assert stateless["first_run"] is True
+
+
+def test_sensors_and_a_node_without_a_bmc():
+    sensors = hw.collect_hardware(("sensors",), ipmi_run(), ipmitool="ipmitool")["sensors"]
+    assert [(s["name"], s["status"]) for s in sensors["sensors"]] == [("CPU2 Temp", "cr"), ("Inlet Temp", "nc"),
+                                                                       ("PSU2 Status", "0x0080")]
+    no_bmc = hw.collect_hardware(("sensors",), ipmi_run(sensor_rc=1), ipmitool="ipmitool")["sensors"]
+    assert no_bmc["state"] == "absent" and "Could not open device" in no_bmc["message"]
+    late = hw.read_sensors(ipmi_run(), deadline=0, program="ipmitool")
+    assert late["state"] == "error" and "deadline" in late["message"]

@@ -70,3 +70,38 @@ def test_an_unreadable_smart_log_is_unknown_not_healthy():
         dev["error"] = "nvme smart-log: permission denied"
     entry = hc.check_nvme_health(node, policy(check_nvme=True))
     assert entry["status"] == "unknown" and "permission denied" in entry["message"]
+
+
+def ipmi_facts(tmp_path, second="ipmitool-sel-elist-after.txt", runs=2):
+    def run_for(sel):
+        def run(argv, timeout):
+            with open(os.path.join(FIXTURES, sel if argv[1] == "sel" else "ipmitool-sensor.txt")) as handle:
+                return 0, handle.read(), ""
+        return run
+    out = None
+    for sel in ("ipmitool-sel-elist-before.txt", second)[:runs]:
+        out = hw.collect_hardware(("ipmi_sel", "sensors"), run_for(sel), state_dir=str(tmp_path), ipmitool="ipmitool")
+    return {"node": {"errors": [], "hardware": out}}
+
+
+def test_ipmi_sel_names_the_new_entries(tmp_path):
+    entry = hc.check_ipmi_sel(ipmi_facts(tmp_path), policy(check_ipmi_sel=True))
+    assert entry["status"] == "failed", entry
+    assert entry["message"].startswith("2 new BMC event log entries since the previous run, latest: 12/04/2026 21:02:10 "
+                                       "Memory #0x53: Correctable ECC (@DIMM B3) (Asserted); 12/04/2026 21:17:48")
+    assert hc.check_ipmi_sel(ipmi_facts(tmp_path), policy(check_ipmi_sel=True, max_sel_new_entries=2))["status"] == "ok"
+
+
+def test_ipmi_sel_first_run_and_no_new_entry(tmp_path):
+    first = hc.check_ipmi_sel(ipmi_facts(tmp_path, runs=1), policy(check_ipmi_sel=True))
+    assert first["status"] == "skipped" and "first run" in first["message"]
+    same = hc.check_ipmi_sel(ipmi_facts(tmp_path, second="ipmitool-sel-elist-before.txt"), policy(check_ipmi_sel=True))
+    assert same["status"] == "ok"
+
+
+def test_sensors_past_a_critical_threshold(tmp_path):
+    entry = hc.check_sensors(ipmi_facts(tmp_path), policy(check_sensors=True))
+    assert entry["status"] == "failed" and "CPU2 Temp at 101.000 degrees C (critical)" in entry["message"], entry
+    assert "Inlet Temp" not in entry["message"]  # non-critical: shown in observed, not failed
+    absent = {"node": {"errors": [], "hardware": {"sensors": {"state": "absent", "message": "ipmitool is not installed"}}}}
+    assert hc.check_sensors(absent, policy(check_sensors=True))["status"] == "skipped"
