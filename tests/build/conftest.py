@@ -86,6 +86,27 @@ def wait_for_status(path, predicate, timeout=120):
     raise AssertionError("status %s never matched" % path)
 
 
+def processes_with(word, zombies=True):
+    """Pids whose command line holds ``word`` as one argument (the tests' unique sleep durations); ``zombies``:
+    count the ones that have exited and wait to be reaped."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cmdline" % name, "rb") as handle:
+                argv = handle.read().split(b"\0")
+            if not zombies:
+                with open("/proc/%s/stat" % name) as handle:
+                    if handle.read().rsplit(")", 1)[1].split()[0] == "Z":
+                        continue
+        except (IOError, OSError, IndexError):
+            continue
+        if word.encode() in argv:
+            found.append(int(name))
+    return found
+
+
 def own_memory_cgroup():
     with open("/proc/self/cgroup") as handle:
         for line in handle:

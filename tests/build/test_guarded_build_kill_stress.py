@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 
-from conftest import REPO
+from conftest import REPO, processes_with
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _build_state as state
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build._build_process import owner_alive
@@ -29,22 +29,9 @@ HOGS = 3
 BUILD = "sleep {w} & setsid sleep {w} & (setsid sh -c 'sleep {w} &' &) ; exec sleep {w}"
 
 
-def processes_with(word):
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open("/proc/%s/cmdline" % name, "rb") as handle:
-                argv = handle.read().split(b"\0")
-            with open("/proc/%s/stat" % name) as handle:
-                if handle.read().rsplit(")", 1)[1].split()[0] == "Z":
-                    continue
-        except (IOError, OSError, IndexError):
-            continue
-        if word.encode() in argv:
-            found.append(int(name))
-    return found
+def live_processes_with(word):
+    """Live (not zombie) pids whose command line holds ``word``."""
+    return processes_with(word, zombies=False)
 
 
 def kill_pids(pids):
@@ -99,16 +86,16 @@ def test_a_module_killed_at_any_moment_leaves_no_build_and_no_lock(tmp_path):
                 time.sleep(0.005)
             delay = 0.02 * run
             time.sleep(delay)
-            building = bool(processes_with(word))
+            building = bool(live_processes_with(word))
             if run % 2:  # a stop (SIGTERM) overtaken by a kill: the module dies while it ends its build
                 module.terminate()
                 time.sleep(0.005 * (run % 7))
             module.kill()
             module.wait()
-            deadline, left = time.time() + 15, processes_with(word)
+            deadline, left = time.time() + 15, live_processes_with(word)
             while left and time.time() < deadline:
                 time.sleep(0.1)
-                left = processes_with(word)
+                left = live_processes_with(word)
             status = state.read_json(os.path.join(str(chdir), "build", state.STATUS_NAME))
             moments.append((delay, building))
             problems = []
@@ -127,7 +114,7 @@ def test_a_module_killed_at_any_moment_leaves_no_build_and_no_lock(tmp_path):
         for hog in hogs:
             hog.wait()
         for run in range(RUNS):
-            kill_pids(processes_with(str(52800 + run)))
+            kill_pids(live_processes_with(str(52800 + run)))
     assert not failures, "\n".join(failures)
     # the loop did reach both sides of the build's start: killed before it ran, and while it ran
     assert set(building for dummy, building in moments) == set([False, True]), moments

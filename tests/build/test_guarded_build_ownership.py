@@ -15,27 +15,11 @@ import shutil
 import signal
 import time
 
-from conftest import build_cgroups, finish_module, own_memory_cgroup, run_module, start_module, wait_for_status
+from conftest import build_cgroups, finish_module, own_memory_cgroup, processes_with, run_module, start_module, wait_for_status
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build._confinement import CgroupfsConfinement
 
 STATUS = os.path.join("build", "gpufleet-build.status.json")
-
-
-def processes_with(word):
-    """Pids whose command line holds ``word`` as one argument (the tests' unique sleep durations)."""
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open("/proc/%s/cmdline" % name, "rb") as handle:
-                argv = handle.read().split(b"\0")
-        except (IOError, OSError):
-            continue
-        if word.encode() in argv:
-            found.append(int(name))
-    return found
 
 
 def wait_gone(word, timeout=20):
