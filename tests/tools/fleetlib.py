@@ -999,6 +999,9 @@ class SlurmCluster:
         # slurmd runs this at start and every interval: a wrapper that runs the installed check when there is one.
         self.health_check_wrapper = os.path.join(self.dir, "healthcheck.sh")
         self.health_check_target = os.path.join(self.dir, "hc", "gpufleet-health-check")
+        # Slurm's Prolog: runs prolog_target when a test made it executable, else does nothing (issue 38.3).
+        self.prolog_wrapper = os.path.join(self.dir, "prolog.sh")
+        self.prolog_target = os.path.join(self.dir, "hc", "gpufleet-prolog")
         self.interval = int(health_check_interval)
         self.pids = {}
         self.env = dict(os.environ, SLURM_CONF=self.conf)
@@ -1024,6 +1027,7 @@ class SlurmCluster:
         if self.interval:
             lines += ["HealthCheckProgram=%s" % self.health_check_wrapper, "HealthCheckInterval=%d" % self.interval,
                       "HealthCheckNodeState=ANY"]
+        lines.append("Prolog=%s" % self.prolog_wrapper)
         for node in self.fleet.nodes:
             lines.append("NodeName=%s NodeHostname=%s NodeAddr=%s Port=%d CPUs=1 RealMemory=100"
                          % (node.name, node.name, node.address, self.node_port(node)))
@@ -1038,6 +1042,8 @@ class SlurmCluster:
         write_text(self.health_check_wrapper, '#!/bin/sh\n[ -x "%s" ] || exit 0\nexec "%s"\n'
                    % (self.health_check_target, self.health_check_target))
         os.chmod(self.health_check_wrapper, 0o755)
+        write_text(self.prolog_wrapper, '#!/bin/sh\n[ -x "%s" ] || exit 0\nexec "%s"\n' % (self.prolog_target, self.prolog_target))
+        os.chmod(self.prolog_wrapper, 0o755)
         key = os.path.join(self.dir, "munge.key")
         with open(key, "wb") as handle:
             handle.write(os.urandom(1024))

@@ -77,12 +77,12 @@ def check_fit(deadline, gpu_timeout, gathers_gpus, slurm, schedule="none", inter
 class Deadline(object):
     """The run's clock: the facts end ``reserve`` seconds before the end, so Slurm always has its share."""
 
-    def __init__(self, seconds, slurm, clock=time.monotonic):
+    def __init__(self, seconds, slurm, clock=time.monotonic, reserve=SLURM_RESERVE_SECONDS):
         self.clock = clock
         self.seconds = seconds
         self.started = clock()
         self.end = self.started + seconds - MARGIN_SECONDS
-        self.facts_end = self.end - (SLURM_RESERVE_SECONDS if slurm else 0)
+        self.facts_end = self.end - (reserve if slurm else 0)
 
     def facts_left(self):
         return self.facts_end - self.clock()

@@ -30,7 +30,7 @@ import os
 import sys
 import time
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils._node_check import _hc_runtime
+from ansible_collections.gpufleet.preflight.plugins.module_utils._node_check import _hc_runtime, _prolog
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _metrics
 from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _node_facts
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _gpu_health_checks
@@ -42,7 +42,7 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils import _probe_c
 from ansible_collections.gpufleet.preflight.plugins.module_utils._run import find_executable, search_path
 
 DEFAULT_CONFIG = "/etc/gpufleet-preflight/health_check.json"
-MODES = ("slurm", "check", "npd")
+MODES = ("slurm", "check", "npd") + _prolog.JOB_MODES
 READY, NOT_READY, UNKNOWN = 0, 1, 2
 NPD_LINE = 80
 # Under slurmd the environment has no PATH: the usual places, then where Slurm and NVIDIA install.
@@ -71,7 +71,8 @@ def parse_args(argv, environ):
         elif arg in ("-v", "--verbose"):
             verbose = True
         else:
-            raise ValueError("unknown argument %r (usage: [--mode slurm|check|npd] [--config PATH] [-v])" % arg)
+            raise ValueError("unknown argument %r (usage: [--mode slurm|check|npd|prolog|epilog] [--config PATH] [-v])"
+                             % arg)
     return mode, config, verbose
 
 
@@ -246,12 +247,16 @@ def main(argv=None, environ=None, out=None, err=None, as_program=None):
 
 def _main(argv, environ, out, err, as_program):
     problem = None
+    job = "--mode" in argv and argv[argv.index("--mode") + 1:][:1] in (["prolog"], ["epilog"])
     try:
         mode, config_path, verbose = parse_args(argv, environ)
         config = load_config(config_path)
+        if job:  # Slurm's Prolog/Epilog: the fast subset within the job launch's budget (_prolog)
+            config = _prolog.for_job(config)
         node = node_name(config, environ)
-        slurm_on = mode == "slurm" or (mode == "check" and config["slurm"]["enabled"])
-        deadline = _hc_runtime.Deadline(config["deadline_seconds"], slurm_on)
+        slurm_on = mode == "slurm" or job or (mode == "check" and config["slurm"]["enabled"])
+        deadline = _hc_runtime.Deadline(config["deadline_seconds"], slurm_on,
+                                        reserve=_prolog.SLURM_RESERVE if job else _hc_runtime.SLURM_RESERVE_SECONDS)
         if as_program:
             _hc_runtime.become_group_leader()
         lock, busy = _hc_runtime.take_lock(_hc_runtime.lock_path(config["slurm"]["state_dir"], node))
@@ -271,7 +276,7 @@ def _main(argv, environ, out, err, as_program):
     if problem is not None:
         out.write("unknown: %s\n" % _slurm.clean_text(problem)[:NPD_LINE - 9])
         err.write("gpufleet-health-check: %s\n" % problem)
-        return UNKNOWN
+        return 0 if job else UNKNOWN  # a job-time run that could not check never stops the job (_prolog)
     code = exit_code(verdict["ready"], verdict["checks"])
     lines = [first_line(verdict["ready"], verdict["checks"], verdict["message"])]
     for check in verdict["checks"]:
@@ -285,6 +290,8 @@ def _main(argv, environ, out, err, as_program):
         verdict["drain_held_back"] = bool(outcome.get("held_back"))
         if outcome.get("held_back"):
             _log_held_back(outcome["message"])
+        if job:
+            code = _prolog.exit_code(outcome)
     if config["metrics_dir"]:
         problem = None
         try:
