@@ -14,6 +14,8 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import copy
+import os
+import shutil
 
 import pytest
 
@@ -131,3 +133,19 @@ HEALTHY = {
 def healthy_facts():
     """A copy of ``HEALTHY`` a test may change."""
     return copy.deepcopy(HEALTHY)
+
+
+# ---------------------------------------------------------------- the stub nvidia-smi (tests/fleet/stubs)
+GPU_FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "gpus")
+NVIDIA_SMI_STUB = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "fleet",
+                                                "stubs", "nvidia-smi"))
+
+
+@pytest.fixture
+def nvidia_smi_dir(tmp_path):
+    """A directory holding an executable copy of the stub nvidia-smi (it answers from ``GPUFLEET_STUB_DIR``)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    shutil.copy(NVIDIA_SMI_STUB, str(bin_dir / "nvidia-smi"))
+    os.chmod(str(bin_dir / "nvidia-smi"), 0o755)
+    return str(bin_dir)

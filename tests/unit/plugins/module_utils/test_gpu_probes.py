@@ -112,12 +112,7 @@ def test_bus_ids_compare_across_formats(raw, normal):
 
 
 @pytest.fixture
-def stub(tmp_path):
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    shutil.copy(STUB, str(bin_dir / "nvidia-smi"))
-    os.chmod(str(bin_dir / "nvidia-smi"), 0o755)
-
+def stub(tmp_path, nvidia_smi_dir):
     calls = []
 
     def collect(scenario, extra=None, **kwargs):
@@ -128,7 +123,7 @@ def stub(tmp_path):
             (data / name).write_text(text)
         env = dict(os.environ, GPUFLEET_STUB_DIR=str(data))
         return _gpus.collect_gpus(lambda argv, timeout: run_with_timeout(argv, timeout, env=env), timeout=10,
-                                  search_paths=[str(bin_dir)], **kwargs)
+                                  search_paths=[nvidia_smi_dir], **kwargs)
     return collect
 
 

@@ -18,7 +18,6 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._run import run
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(HERE, "fixtures", "gpus")
-STUB = os.path.normpath(os.path.join(HERE, "..", "..", "..", "fleet", "stubs", "nvidia-smi"))
 MIB = 2 ** 20
 NEW_FIELDS = ["serial", "pcie.link.gen.current", "pcie.link.gen.max", "pcie.link.width.current", "pcie.link.width.max", "utilization.gpu", "mig.mode.current"]
 
@@ -31,12 +30,8 @@ def fixture_rows(scenario):
 
 
 @pytest.fixture
-def stub_bin(tmp_path):
-    """A tmp dir holding a copy of the stub nvidia-smi; returns (dir, run factory)."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    shutil.copy(STUB, str(bin_dir / "nvidia-smi"))
-    os.chmod(str(bin_dir / "nvidia-smi"), 0o755)
+def stub_bin(nvidia_smi_dir):
+    """The stub nvidia-smi's directory (conftest) and a run factory for one of its scenarios."""
 
     def runner(scenario, pidfile=None, calls=None):
         env = dict(os.environ, GPUFLEET_STUB_DIR=os.path.join(FIXTURES, scenario))
@@ -48,7 +43,7 @@ def stub_bin(tmp_path):
                 calls.append(list(argv))
             return run_with_timeout(argv, timeout, env=env)
         return run
-    return str(bin_dir), runner
+    return nvidia_smi_dir, runner
 
 
 @pytest.mark.parametrize("text, expected", [
