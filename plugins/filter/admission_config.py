@@ -16,10 +16,16 @@ description:
     launcher's own C(DEFAULTS) - one declaration, so a role or a play never repeats the launcher's reserve or margin.
   - Refuses an unknown setting naming it and the known ones, and a size the collection's size rule refuses (decimal
     units such as V(64GB), a space inside); sizes come back in bytes.
-  - Settings - C(state_dir), C(peaks_path), C(root), C(budget_bytes) (null - the build cgroup's limit),
-    C(reserve_bytes), C(default_bytes), C(default_times), C(margin), C(poll_seconds), C(sample_seconds),
-    C(threads_per_source) (bool), C(max_threads), and those the launcher adds (see its C(DEFAULTS)). A null value keeps
-    the default.
+  - Settings - C(state_dir), C(peaks_path), C(seed_peaks) (other nodes' peaks files, read only),
+    C(census) (census files - measured peaks shipped for known trees - for a matching tree's sources nothing learned
+    or seeded), C(root), C(tree)
+    (the tree's identity - name, version, archs - so keys of different trees never mix), C(budget_bytes) (null - the
+    build cgroup's limit), C(reserve_bytes), C(default_bytes) (a source never seen, per nvcc thread; guarded_build's
+    O(gpufleet.preflight.guarded_build#module:memory_per_thread) default), C(default_times), C(margin), C(cpus) (null -
+    the CPUs the launcher may run on), C(poll_seconds), C(settle_seconds) (the lull in arrivals a decision waits for),
+    C(sample_seconds), C(threads_per_source) (bool), C(max_threads), C(freeze) (bool - freeze the compile furthest from
+    done instead of starting unknown ones one at a time), C(oversize_wait_seconds) (how long a learned source above the
+    live budget waits before it fails naming its need). A null value keeps the default.
 options:
   _input:
     description: The settings to change from the defaults.

@@ -192,3 +192,13 @@ def test_the_planners_defaults_are_the_ones_documented_and_the_roles():
         documented_value = documented[option]["default"]
         assert (parse_size_option(option, documented_value) if isinstance(documented_value, str)
                 else documented_value) == value, "plugins/filter/build_jobs.py documents %s=%r" % (option, documented_value)
+
+
+def test_every_launcher_setting_is_documented():
+    """A setting added to the launcher's DEFAULTS only (no docs) fails naming it."""
+    from ansible_collections.gpufleet.preflight.plugins.filter import admission_config
+    documented = admission_config.DOCUMENTATION
+    missing = [name for name in _admission_settings.DEFAULTS if "C(%s)" % name not in documented]
+    assert not missing, ("plugins/filter/admission_config.py DOCUMENTATION does not describe the launcher's settings %s "
+                         "(plugins/module_utils/_build/_admission_settings.py DEFAULTS): add each to its 'Settings' list"
+                         % missing)
