@@ -208,8 +208,8 @@ ansible_facts:
           elements: dict
         sxids:
           description:
-            - NVSwitch SXid errors within the window (C(nvidia-nvswitchN: SXid (PCI:...): code, Fatal|Non-fatal, ...)),
-              with the switch's device name, PCI address, code, C(fatal) (null when the line says neither) and message.
+            - NVSwitch SXid errors within the window (the kernel's C(nvidia-nvswitchN) C(SXid) lines), with the switch's
+              device name, PCI address, code, C(fatal) (null when the line says neither Fatal nor Non-fatal) and message.
           type: list
           elements: dict
 """

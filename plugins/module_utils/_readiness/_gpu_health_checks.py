@@ -368,4 +368,3 @@ def check_dcgm_diag(facts, policy):
     if failed:
         message += " (`dcgmi diag -r 1` for the full table; `-r 2` takes about 2 minutes)"
     return result(name, not failed, dict((t["test"], t["result"]) for t in tests), expected, message, "gpu")
-

@@ -62,8 +62,7 @@ XID_CATALOGUE = {
     149: ("nvlink", "NVLink5 NETIR error (NVLINK_NETIR_ERROR)"),
     150: ("nvlink", "NVLink5 MSE error (NVLINK_MSE_ERROR)"),
     151: ("restart_vm", "confidential-computing key rotation error (ROBUST_CHANNEL_KEY_ROTATION_ERROR)"),
-    154: ("ignore", "GPU recovery action changed (GPU_RECOVERY_ACTION_CHANGED): the driver's action for the Xids "
-                   "beside it"),
+    154: ("ignore", "GPU recovery action changed (GPU_RECOVERY_ACTION_CHANGED): the driver's action for the Xids beside it"),
     155: ("reset_gpu", "NVLink link down flagged as intentional (NVLINK_SW_DEFINED_ERROR)",
           "reset the GPU; then investigate what took the link down (software or a user's request)"),
     156: ("reset_gpu", "resource retirement event (RESOURCE_RETIREMENT_EVENT)"),
@@ -112,8 +111,7 @@ RECOVERY_ACTION_CLASSES = (
     (re.compile(r"replace", re.I), "contact_support", "the driver asks to drain the node and replace the GPU (RMA)"),
     (re.compile(r"reboot", re.I), "reboot", "the driver asks for a node reboot"),
     (re.compile(r"drain and reset", re.I), "reset_gpu", "the driver asks to drain the GPU's work, then reset it"),
-    (re.compile(r"drain p2p", re.I), "reset_gpu", "the driver asks to drain peer-to-peer (NVLink) work, then reset "
-                                                 "the GPU"),
+    (re.compile(r"drain p2p", re.I), "reset_gpu", "the driver asks to drain peer-to-peer (NVLink) work, then reset the GPU"),
     (re.compile(r"reset|flr", re.I), "reset_gpu", "the driver asks for a GPU reset (`nvidia-smi -r -i N`)"),
     (re.compile(r"^none$", re.I), "ignore", "the driver's recovery action is back to None"),
 )

@@ -137,8 +137,8 @@ def test_sel_since_the_previous_run(tmp_path):
 
 def test_sensors_and_a_node_without_a_bmc():
     sensors = hw.collect_hardware(("sensors",), ipmi_run(), ipmitool="ipmitool")["sensors"]
-    assert [(s["name"], s["status"]) for s in sensors["sensors"]] == [("CPU2 Temp", "cr"), ("Inlet Temp", "nc"),
-                                                                       ("PSU2 Status", "0x0080")]
+    listed = [(s["name"], s["status"]) for s in sensors["sensors"]]
+    assert listed == [("CPU2 Temp", "cr"), ("Inlet Temp", "nc"), ("PSU2 Status", "0x0080")]
     no_bmc = hw.collect_hardware(("sensors",), ipmi_run(sensor_rc=1), ipmitool="ipmitool")["sensors"]
     assert no_bmc["state"] == "absent" and "Could not open device" in no_bmc["message"]
     late = hw.read_sensors(ipmi_run(), deadline=0, program="ipmitool")

@@ -27,8 +27,8 @@ def facts(tree="gpu_node", smart=("healthy", "failing")):
     def run(argv, timeout):
         with open(os.path.join(FIXTURES, "nvme-smart-log-%s.json" % smart[int(argv[2][-1])])) as handle:
             return 0, handle.read(), ""
-    return {"node": {"errors": [], "hardware": hw.collect_hardware(hw.PARTS, run, root=os.path.join(FIXTURES, tree),
-                                                                     nvme_program="nvme", d_state_interval=0)}}
+    hardware = hw.collect_hardware(hw.PARTS, run, root=os.path.join(FIXTURES, tree), nvme_program="nvme", d_state_interval=0)
+    return {"node": {"errors": [], "hardware": hardware}}
 
 
 CASES = [

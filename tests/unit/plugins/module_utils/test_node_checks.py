@@ -128,7 +128,9 @@ def test_bad_node_options_are_refused_by_name(overrides, words):
 def two_runs(tmp_path, first="hgx_ndr", second="hgx_degraded"):
     """The node facts of a second run with IB counters, the first run's counts kept in a state file (issue 37)."""
     state = str(tmp_path / "ib-counters.json")
-    clock = lambda: (_node.clock_state(*CLOCKS["synced"]), [])  # noqa: E731
+
+    def clock():
+        return _node.clock_state(*CLOCKS["synced"]), []
     _node.collect_node(root=os.path.join(FIXTURES, first), clock=clock, ib_counters=True, ib_state_path=state, now=1000.0)
     return {"node": _node.collect_node(root=os.path.join(FIXTURES, second), clock=clock, ib_counters=True,
                                        ib_state_path=state, now=1600.0)}
