@@ -105,3 +105,17 @@ def test_sensors_past_a_critical_threshold(tmp_path):
     assert "Inlet Temp" not in entry["message"]  # non-critical: shown in observed, not failed
     absent = {"node": {"errors": [], "hardware": {"sensors": {"state": "absent", "message": "ipmitool is not installed"}}}}
     assert hc.check_sensors(absent, policy(check_sensors=True))["status"] == "skipped"
+
+
+def test_a_new_check_reaches_the_verdict_the_metrics_and_the_slurm_reason(tmp_path):
+    """Issue 37 item 4: a failing new check is named in the verdict, as a failed check_status sample, and as the
+    drain reason Slurm shows (its cause, not just its name)."""
+    from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _metrics, _policy, _slurm
+    node_facts = facts()
+    checks = _policy.evaluate(node_facts, policy(check_nvme=True))
+    ready, message = _policy.verdict(checks)
+    assert not ready and "nvme_health: nvme1 (KIOXIA KCM6XRUL3T84) has critical warning 0x4" in message
+    text = _metrics.render({"ready": ready, "checks": checks, "facts": node_facts})
+    assert 'gpufleet_preflight_check_status{check="nvme_health",profile="node",source="playbook",status="failed"} 1' in text
+    reason = _slurm.drain_reason(_slurm.DEFAULT_PREFIX, [check for check in checks if check["name"] == "nvme_health"])
+    assert reason.startswith("gpufleet: ") and "critical warning 0x4" in reason and len(reason) <= _slurm.MAX_REASON
