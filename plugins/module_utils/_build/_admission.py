@@ -366,7 +366,7 @@ def run_admitted(config, key, argv, stop):
     # tree's sampled sum can pass the largest one process held
     peak = max([resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024] + [size for _name, size in seen])
     learn(config, key, peak, seconds, policy.killed_by_signal(rc), seen, threads, stopped=bool(stop["signal"]),
-          known_before=peaks, cache_hit=policy.cache_hit(argv, seen))
+          known_before=peaks, cache_hit=policy.cache_hit(argv, seen, seconds))
     return 128 - rc if rc < 0 else rc
 
 

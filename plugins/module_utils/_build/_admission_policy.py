@@ -350,11 +350,18 @@ CACHE_LAUNCHERS = ("ccache", "sccache", "buildcache")
 COMPILERS_PROPER = ("cc1", "cc1plus", "cicc", "ptxas", "cudafe++", "fatbinary", "nvlink", "clang", "clang++")
 
 
-def cache_hit(argv, phases):
-    """Whether a compile through a cache launcher (``ccache nvcc ...``) was answered from the cache: no compiler proper
-    (cc1plus, cicc, ptxas...) was seen in its process tree. A hit's memory and time say nothing of the source."""
-    cached = any(os.path.basename(arg) in CACHE_LAUNCHERS for arg in list(argv)[:2])
-    return cached and not any(name in COMPILERS_PROPER for name, _size in phases or ())
+HIT_SECONDS = 0.5   # a cache's answer comes in well under this; a real nvcc compile, even of an empty .cu, takes longer
+
+
+def cache_hit(argv, phases, seconds):
+    """Whether a compile through a cache launcher (``ccache nvcc ...``) was answered from the cache: its process tree
+    was sampled and no compiler proper (cc1plus, cicc, ptxas...) was in it, or it ended before any sample, within
+    ``HIT_SECONDS``. A hit's memory and time say nothing of the source."""
+    if not any(os.path.basename(arg) in CACHE_LAUNCHERS for arg in list(argv)[:2]):
+        return False
+    if phases:
+        return not any(name in COMPILERS_PROPER for name, _size in phases)
+    return seconds < HIT_SECONDS
 
 
 def count(entry, name):

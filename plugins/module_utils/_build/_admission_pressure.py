@@ -23,11 +23,12 @@ THAW_LEVEL = 0.9   # thaw only while what runs would stay under 90 % of the budg
 
 
 def growth(entry, horizon):
-    """What an unfrozen compile may add in ``horizon`` seconds at its rate: a learned one no more than up to its
-    reservation (its peak x margin: a ramp measured over one sample says nothing past it), an unlearned one unbounded."""
+    """What an unfrozen compile may add in ``horizon`` seconds at its rate: a learned one well under its reservation
+    no more than up to it (its peak x margin: a ramp says nothing past it), an unlearned one - or a learned one near or
+    past it, whose learning may be wrong (a cache hit learned as a peak) - at its rate."""
     grown = max(entry.get("rate") or 0, 0) * horizon
-    if entry.get("learned"):
-        grown = min(grown, max(int(entry.get("bytes") or 0) - entry["live"], 0))
+    if entry.get("learned") and entry["live"] < 0.9 * int(entry.get("bytes") or 0):
+        grown = min(grown, int(entry["bytes"]) - entry["live"])   # near or past what was learned: the learning may be wrong
     return grown
 
 

@@ -334,10 +334,11 @@ def test_a_cache_hit_on_a_source_known_only_from_the_seed_is_not_learned():
     assert own == {}
     assert policy.merge_peaks(seed, own)["t:fp8.cu"]["peak_bytes"] == 12 * GIB
     # known nowhere: a compile through a cache launcher in which no compiler proper ran is a hit
-    assert policy.cache_hit(["ccache", "nvcc", "-c", "a.cu"], [["ccache", 9 * 1024 ** 2]])
-    assert policy.cache_hit(["/usr/bin/sccache", "nvcc", "-c", "a.cu"], [])
-    assert not policy.cache_hit(["ccache", "nvcc", "-c", "a.cu"], [["cicc", 2 * GIB]])
-    assert not policy.cache_hit(["nvcc", "-c", "a.cu"], [])
+    assert policy.cache_hit(["ccache", "nvcc", "-c", "a.cu"], [["ccache", 9 * 1024 ** 2]], 1.5)
+    assert policy.cache_hit(["/usr/bin/sccache", "nvcc", "-c", "a.cu"], [], 0.05)
+    assert not policy.cache_hit(["/usr/bin/sccache", "nvcc", "-c", "a.cu"], [], 0.9)   # ended before a sample: a compile
+    assert not policy.cache_hit(["ccache", "nvcc", "-c", "a.cu"], [["cicc", 2 * GIB]], 30)
+    assert not policy.cache_hit(["nvcc", "-c", "a.cu"], [], 0.01)
     assert policy.record({}, "t:new.cu", 9 * 1024 ** 2, 0.0, False, 100, cache_hit=True) == {}
 
 

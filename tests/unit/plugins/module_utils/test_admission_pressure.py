@@ -63,3 +63,10 @@ def test_a_learned_compile_grows_at_most_to_its_reservation():
     assert pressure.decide([run("two", 33 / 1024.0), other], 400 * 1024 ** 2, 0.45, 6.0) == []
     assert pressure.decide([run("two", 33 / 1024.0), dict(other, learned=False)], 400 * 1024 ** 2, 0.45, 6.0) == [
         ("freeze", "other")]
+
+
+def test_a_learned_compile_past_what_was_learned_grows_at_its_rate():
+    """Learned small (a cache hit learned as a peak: reserved 230 MiB), holding 220 and growing: its learning is wrong, its growth
+    is projected as measured, and it is frozen before it takes the budget."""
+    wrong = dict(run("wrong", 220 / 1024.0, 1.0, started=5, reserved=230 / 1024.0), learned=True)
+    assert pressure.decide([run("other", 0.5), wrong], GIB, 1.0, 6.0) == [("freeze", "wrong")]
