@@ -6,6 +6,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import fcntl
 import glob
 import json
 import os
@@ -19,6 +20,9 @@ import pytest
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 PROJECTS = os.path.join(REPO, "tests", "projects")
 ANSIBLE = os.path.join(os.path.dirname(sys.executable), "ansible")
+ANSIBLE_PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
+SGL_KERNEL_PLAYBOOK = os.path.join(REPO, "playbooks", "build_sgl_kernel.yml")
+BUILD_VENV = os.path.join(REPO, ".tmp", "skbuild-venv")
 
 
 def ansible_env():
@@ -144,3 +148,51 @@ def pytest_collection_modifyitems(config, items):
     if reason:
         for item in items:
             item.add_marker(pytest.mark.skip(reason=reason))
+
+
+# ---------------------------------------------------------------- the sgl-kernel look-alike's wheel and role
+@pytest.fixture(scope="module")
+def build_venv():
+    """A venv with scikit-build-core (the build backend sgl-kernel uses), made once from the package index."""
+    python = os.path.join(BUILD_VENV, "bin", "python")
+    os.makedirs(os.path.dirname(BUILD_VENV), exist_ok=True)
+    # pytest-xdist workers side by side: one makes the venv, the others wait for it
+    with open(BUILD_VENV + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not os.path.exists(python):
+            subprocess.check_call(["python3", "-m", "venv", BUILD_VENV])
+        probe = subprocess.run([python, "-c", "import scikit_build_core"], stderr=subprocess.DEVNULL, check=False)
+        if probe.returncode != 0:
+            install = subprocess.run([python, "-m", "pip", "install", "-q", "scikit-build-core>=0.10"],
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, check=False)
+            if install.returncode != 0:
+                pytest.skip("cannot install scikit-build-core: %s" % install.stdout[-500:])
+    return python
+
+
+def role_vars(tmp_path, venv, **more):
+    variables = {
+        "sgl_kernel_gate": False,           # the shared test host has other tests' OOM kills in its kernel log
+        "sgl_kernel_build_deps": False,     # tests/roles covers build_deps; here a prepared venv stands in
+        "sgl_kernel_source_type": "controller",
+        "sgl_kernel_controller_src": os.path.join(PROJECTS, "mini_sgl_kernel"),
+        "sgl_kernel_checkout_dir": str(tmp_path / "src"),
+        "sgl_kernel_report_dir": str(tmp_path / "reports"),  # the default, reports/ of the cwd, is the checkout here
+        "sgl_kernel_subdir": "",
+        "sgl_kernel_venv": venv,
+        "sgl_kernel_import_name": "mini_sgl_kernel",
+        "sgl_kernel_memory_per_thread": "1GiB",
+        "sgl_kernel_poll_interval": 3,
+    }
+    variables.update(more)
+    return variables
+
+
+def run_local(variables):
+    argv = [ANSIBLE_PLAYBOOK, "-i", "localhost,", "-c", "local", "-e", "ansible_python_interpreter=" + sys.executable,
+            "-e", __import__("json").dumps(variables), SGL_KERNEL_PLAYBOOK]
+    env = ansible_env()
+    env.pop("ANSIBLE_STDOUT_CALLBACK")
+    proc = subprocess.run(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
+                          timeout=900, check=False)
+    return proc.returncode, proc.stdout

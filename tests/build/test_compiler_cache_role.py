@@ -14,8 +14,7 @@ import shutil
 
 import pytest
 
-from test_mini_kernel_wheel import build_venv  # noqa: F401 pylint: disable=unused-import
-from test_sgl_kernel_role import role_vars, run_local
+from conftest import role_vars, run_local
 
 pytestmark = pytest.mark.skipif(not (shutil.which("nvcc") and shutil.which("ccache")), reason="nvcc and ccache are needed")
 

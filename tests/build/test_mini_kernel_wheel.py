@@ -6,7 +6,6 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import fcntl
 import glob
 import json
 import os
@@ -15,28 +14,7 @@ import subprocess
 
 import pytest
 
-from conftest import PROJECTS, REPO, run_module
-
-BUILD_VENV = os.path.join(REPO, ".tmp", "skbuild-venv")
-
-
-@pytest.fixture(scope="module")
-def build_venv():
-    """A venv with scikit-build-core (the build backend sgl-kernel uses), made once from the package index."""
-    python = os.path.join(BUILD_VENV, "bin", "python")
-    os.makedirs(os.path.dirname(BUILD_VENV), exist_ok=True)
-    # pytest-xdist workers side by side: one makes the venv, the others wait for it
-    with open(BUILD_VENV + ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not os.path.exists(python):
-            subprocess.check_call(["python3", "-m", "venv", BUILD_VENV])
-        probe = subprocess.run([python, "-c", "import scikit_build_core"], stderr=subprocess.DEVNULL, check=False)
-        if probe.returncode != 0:
-            install = subprocess.run([python, "-m", "pip", "install", "-q", "scikit-build-core>=0.10"],
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, check=False)
-            if install.returncode != 0:
-                pytest.skip("cannot install scikit-build-core: %s" % install.stdout[-500:])
-    return python
+from conftest import PROJECTS, run_module
 
 
 @pytest.mark.skipif(not shutil.which("nvcc"), reason="nvcc is needed")

@@ -17,14 +17,11 @@ import sys
 
 import pytest
 
-from conftest import PROJECTS, REPO, ansible_env
-from test_mini_kernel_wheel import build_venv  # noqa: F401 pylint: disable=unused-import
+from conftest import REPO, SGL_KERNEL_PLAYBOOK as PLAYBOOK, role_vars, run_local
 
 sys.path.insert(0, os.path.join(REPO, "tests", "tools"))
 import fleetlib  # noqa: E402 pylint: disable=wrong-import-position
 
-PLAYBOOK = os.path.join(REPO, "playbooks", "build_sgl_kernel.yml")
-ANSIBLE_PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
 RECAP = re.compile(r"^(\S+)\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
 
 pytestmark = pytest.mark.skipif(not shutil.which("nvcc"), reason="nvcc is needed")
@@ -33,34 +30,6 @@ pytestmark = pytest.mark.skipif(not shutil.which("nvcc"), reason="nvcc is needed
 def recap(output):
     return dict((host, {"ok": int(ok), "changed": int(changed), "unreachable": int(unr), "failed": int(failed)})
                 for host, ok, changed, unr, failed in RECAP.findall(output))
-
-
-def role_vars(tmp_path, venv, **more):
-    variables = {
-        "sgl_kernel_gate": False,           # the shared test host has other tests' OOM kills in its kernel log
-        "sgl_kernel_build_deps": False,     # tests/roles covers build_deps; here a prepared venv stands in
-        "sgl_kernel_source_type": "controller",
-        "sgl_kernel_controller_src": os.path.join(PROJECTS, "mini_sgl_kernel"),
-        "sgl_kernel_checkout_dir": str(tmp_path / "src"),
-        "sgl_kernel_report_dir": str(tmp_path / "reports"),  # the default, reports/ of the cwd, is the checkout here
-        "sgl_kernel_subdir": "",
-        "sgl_kernel_venv": venv,
-        "sgl_kernel_import_name": "mini_sgl_kernel",
-        "sgl_kernel_memory_per_thread": "1GiB",
-        "sgl_kernel_poll_interval": 3,
-    }
-    variables.update(more)
-    return variables
-
-
-def run_local(variables):
-    argv = [ANSIBLE_PLAYBOOK, "-i", "localhost,", "-c", "local", "-e", "ansible_python_interpreter=" + sys.executable,
-            "-e", __import__("json").dumps(variables), PLAYBOOK]
-    env = ansible_env()
-    env.pop("ANSIBLE_STDOUT_CALLBACK")
-    proc = subprocess.run(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True,
-                          timeout=900, check=False)
-    return proc.returncode, proc.stdout
 
 
 def test_each_builds_installs_imports_and_is_idempotent(tmp_path, build_venv):  # noqa: F811 pylint: disable=redefined-outer-name

@@ -21,9 +21,7 @@ import time
 
 import pytest
 
-from conftest import PROJECTS, REPO, module_command, ansible_env, parse_result
-from test_mini_kernel_wheel import build_venv  # noqa: F401 pylint: disable=unused-import
-from test_sgl_kernel_role import run_local
+from conftest import PROJECTS, REPO, module_command, ansible_env, parse_result, run_local
 
 sys.path.insert(0, os.path.join(REPO, "plugins", "module_utils", "_build"))
 sys.path.insert(0, os.path.join(REPO, "plugins", "module_utils", "_facts"))
