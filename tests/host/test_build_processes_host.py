@@ -12,7 +12,6 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import json
 import os
 import shutil
 import signal
@@ -22,9 +21,8 @@ import time
 
 import pytest
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-MODULES = os.path.join(REPO, "plugins", "modules")
-COLLECTIONS = os.path.join(REPO, ".tmp", "collections")
+from conftest import run_module
+
 LONG = 600
 # what ansible-playbook passes under ANSIBLE_DISPLAY_TRACEBACK=always: the module then returns the traceback of
 # an exception being handled when fail_json is called
@@ -42,28 +40,6 @@ def handled_traceback(result):
     if isinstance(text, list):
         text = "\n".join(text)
     return "Error" in text.replace("fail_json", "") or "During handling" in text or "direct cause" in text
-
-
-def run_module(name, args, tmp_path, inside=None, timeout=60):
-    """Run plugins/modules/<name>.py the way Ansible does (arguments in a JSON file); ``inside``: a host pid whose
-    PID and mount namespaces to enter. Returns ``(result dict, seconds)``."""
-    args_file = tmp_path / ("args-%s-%d.json" % (name, time.monotonic_ns()))
-    args_file.write_text(json.dumps({"ANSIBLE_MODULE_ARGS": args}))
-    argv = [sys.executable, os.path.join(MODULES, name + ".py"), str(args_file)]
-    if inside is not None:
-        argv = ["nsenter", "-t", str(inside), "-p", "-m", "--"] + argv
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([COLLECTIONS] + [p for p in sys.path if p]))
-    started = time.monotonic()
-    try:
-        done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
-                              env=env, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired:
-        pytest.fail("%s did not answer within %ss: %s" % (name, timeout, args))
-    elapsed = time.monotonic() - started
-    try:
-        return json.loads(done.stdout), elapsed
-    except ValueError:
-        pytest.fail("%s gave no JSON (rc %s): %s %s" % (name, done.returncode, done.stdout[-2000:], done.stderr[-2000:]))
 
 
 def children_of(pid):

@@ -13,7 +13,7 @@ import os
 
 import pytest
 
-from test_build_processes_host import run_module
+from conftest import run_module
 
 
 @pytest.fixture
