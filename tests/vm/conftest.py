@@ -33,6 +33,12 @@ import vmlib  # noqa: E402 pylint: disable=wrong-import-position
 ANSIBLE = os.path.join(vmlib.REPO_ROOT, ".venv", "bin", "ansible")
 ANSIBLE_PLAYBOOK = os.path.join(vmlib.REPO_ROOT, ".venv", "bin", "ansible-playbook")
 TIMINGS = {}
+# the hungry project (tests/projects/hungry) as the VM tests build it, in a directory root owns: guarded_build refuses
+# a build directory others can write to (/tmp)
+HUNGRY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "projects", "hungry")
+HUNGRY_CMD = ("cmake -S . -B build -G Ninja -DHOG_MIB={mib} -DHOG_SECONDS={seconds} -DHOG_STEPS={steps} -DHOG_RAMP={ramp} "
+              "&& cmake --build build")
+WORK = "/srv/build"
 
 
 class Node:

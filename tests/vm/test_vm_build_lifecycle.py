@@ -14,8 +14,7 @@ import time
 
 import pytest
 
-from conftest import TIMINGS
-from test_vm_guarded_build import HUNGRY, HUNGRY_CMD, WORK
+from conftest import HUNGRY, HUNGRY_CMD, TIMINGS, WORK
 
 STATUS_NAME = "gpufleet-build.status.json"  # plugins/module_utils/_constants.BUILD_STATUS_NAME
 

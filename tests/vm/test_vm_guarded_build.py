@@ -7,18 +7,12 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import os
 import re
 
-from conftest import TIMINGS
+from conftest import HUNGRY, HUNGRY_CMD, TIMINGS, WORK
 
 MIB = 1 << 20
-HUNGRY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "projects", "hungry")
-HUNGRY_CMD = ("cmake -S . -B build -G Ninja -DHOG_MIB={mib} -DHOG_SECONDS={seconds} -DHOG_STEPS={steps} -DHOG_RAMP={ramp} "
-              "&& cmake --build build")
 STEPS = 12
-# in a directory root owns: guarded_build refuses a build directory others can write to (/tmp)
-WORK = "/srv/build"
 
 # python3 as a privileged container's process sees it: its own cgroup namespace whose root holds processes
 # (a bystander the module did not start, and the container's init), cgroupfs mounted read-write from inside,
