@@ -167,6 +167,7 @@ error:
   sample: "node003: slurmctld is unreachable (...): nothing drained or resumed"
 """
 
+import math
 import os
 import socket
 
@@ -205,7 +206,7 @@ def drain_cap_value(params, name):
         number = kind(value)
     except (TypeError, ValueError):
         number = None
-    if isinstance(value, bool) or number is None or number != number or not rule["min"] <= number <= rule["max"]:
+    if isinstance(value, bool) or number is None or math.isnan(number) or not rule["min"] <= number <= rule["max"]:
         return "%s: must be null or %s %s to %s, got %r" % (
             name, "a number" if kind is float else "a whole number", rule["min"], rule["max"], value)
     params[name] = number

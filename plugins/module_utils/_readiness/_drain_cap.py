@@ -104,7 +104,7 @@ def judge(listing, node, prefix, limits, slurm, now=None, after=False):
         result["message"] = ""
         return result
     window = limits.get("window") or 0
-    result["message"] = ("%s: not ready, NOT drained: the drain circuit breaker holds: %d of at most %d of the %d nodes "
+    result["message"] = ("%s: not ready, NOT drained: the drain circuit breaker holds: %d of at most %s of the %d nodes "
                          "of its partitions drained by %s %s (%s)%s; the fleet may be failing as one (a policy, a driver "
                          "update, the controller): see the report before raising preflight_drain_cap_nodes/_percent"
                          % (node, len(others), limit, len(names), prefix,
