@@ -190,6 +190,30 @@ def test_no_test_or_bench_file_is_over_500_lines():
     assert not stale, "LONG_FOR_NOW names files that are gone: %s" % stale
 
 
+# Files that still import another test file's helpers, and why (issue 40: shared helpers belong in a conftest.py).
+IMPORTS_A_TEST_FOR_NOW = {
+    "tests/build/test_admission_threads.py":
+        "the admission scheduler's helpers (test_admission_scheduler.py), edited by the admission work in progress",
+    "tests/host/test_docs_site.py": "the chromium screenshot helpers of test_html_chromium.py",
+    "tests/fleet/test_build_stop_fleet.py": "the build view fleet's helpers (test_build_view_fleet.py)",
+    "bench/admission.py": "the benchmark drives tests/build/test_admission.py's real builds",
+    "bench/replay_standin.py": "the stand-in replay drives tests/build/test_admission.py's real builds",
+}
+_TEST_IMPORT = re.compile(r"^\s*(?:from\s+test_\w+\s+import|import\s+test_\w+)", re.M)
+
+
+def test_no_test_imports_another_test_file():
+    found = []
+    for path in files_under("tests", "bench"):
+        with open(path) as handle:
+            if _TEST_IMPORT.search(handle.read()) and relative(path) not in IMPORTS_A_TEST_FOR_NOW:
+                found.append(relative(path))
+    assert not found, ("%s import another test file: move what they share into the folder's conftest.py "
+                       "(from conftest import ...)" % ", ".join(found))
+    stale = [path for path in IMPORTS_A_TEST_FOR_NOW if not os.path.exists(os.path.join(REPO, path))]
+    assert not stale, "IMPORTS_A_TEST_FOR_NOW names files that are gone: %s" % stale
+
+
 def test_every_private_file_has_its_test():
     tests = set()
     for dirpath, _dirs, files in os.walk(os.path.join(REPO, "tests", "unit")):
