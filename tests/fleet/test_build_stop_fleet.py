@@ -24,7 +24,7 @@ import threading
 import time
 
 from fleetlib import REPO_ROOT, VENV_BIN, ansible_env, run_playbook
-from test_build_view_fleet import PHASES, build_vars, hungry_source, status_of, wait_for
+from conftest import PHASES, build_vars, hungry_source, status_of, wait_for
 
 BUILD = os.path.join(REPO_ROOT, "playbooks", "build_sgl_kernel.yml")
 STOP = os.path.join(REPO_ROOT, "playbooks", "build_stop.yml")

@@ -14,53 +14,14 @@ import glob
 import json
 import os
 import re
-import shutil
 import threading
 import time
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _build_plan
 from fleetlib import REPO_ROOT, TIMINGS, run_playbook
-
-PHASES = ("queued", "configuring", "compiling", "linking", "installing", "done", "failed", "unreachable")
+from conftest import BACKING_OFF, PHASES, build_vars, hungry_source, status_of, wait_for
 
 PLAYBOOK = os.path.join(REPO_ROOT, "playbooks", "build_sgl_kernel.yml")
-HUNGRY = os.path.join(REPO_ROOT, "tests", "projects", "hungry")
-BACKING_OFF = ("node3", "node6")
-STEPS = 12
-
-
-def hungry_source(tmp_path):
-    """The hungry project with the pyproject.toml the role looks for (it builds with sgl_kernel_build_command)."""
-    source = str(tmp_path / "hungry")
-    shutil.copytree(HUNGRY, source)
-    with open(os.path.join(source, "pyproject.toml"), "w") as handle:
-        handle.write("[project]\nname = \"hungry\"\nversion = \"0\"\n")
-    return source
-
-
-def build_vars(tmp_path, source, **more):
-    """Every node builds 12 steps of 120 MiB x 2 s under a 400 MiB limit: 2 jobs fit; the two BACKING_OFF nodes
-    start at 4 jobs (480 MiB), are OOM-killed and resume with 2."""
-    variables = {
-        "sgl_kernel_gate": False,
-        "sgl_kernel_build_deps": False,
-        "sgl_kernel_install": False,
-        "sgl_kernel_source_type": "controller",
-        "sgl_kernel_controller_src": source,
-        "sgl_kernel_checkout_dir": str(tmp_path) + "/src-{{ inventory_hostname }}",
-        "sgl_kernel_subdir": "",
-        "sgl_kernel_venv": os.path.join(REPO_ROOT, ".venv"),
-        "sgl_kernel_target_archs": "all",
-        "sgl_kernel_build_command": ["/bin/sh", "-c", "cmake -S . -B build -G Ninja -DHOG_MIB=120 -DHOG_SECONDS=2 "
-                                     "-DHOG_STEPS=%d >/dev/null && cmake --build build" % STEPS],
-        "sgl_kernel_memory_limit": "400MiB",
-        "sgl_kernel_memory_per_thread": "100MiB",
-        "sgl_kernel_jobs": "{{ 4 if inventory_hostname in %s else 2 }}" % list(BACKING_OFF),
-        "sgl_kernel_poll_interval": 2,
-        "sgl_kernel_async": 900,
-    }
-    variables.update(more)
-    return variables
 
 
 def test_live_view_shows_every_node_the_backoffs_and_the_finish(fleet, tmp_path):
@@ -94,24 +55,6 @@ def test_live_view_shows_every_node_the_backoffs_and_the_finish(fleet, tmp_path)
     assert all(len(report["nodes"][name]["timeline"]) >= 2 for name in names)
     html = open(os.path.join(report_dir, "build.html")).read()
     assert html.count('class="chart"') == 8 and "http://" not in html and "https://" not in html
-
-
-def wait_for(predicate, timeout, what):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if predicate():
-            return
-        time.sleep(0.2)
-    raise AssertionError("timed out waiting for %s" % what)
-
-
-def status_of(tmp_path, name):
-    path = os.path.join(str(tmp_path), "src-%s" % name, "build", "gpufleet-build.status.json")
-    try:
-        with open(path) as handle:
-            return json.load(handle)
-    except (IOError, OSError, ValueError):
-        return {}
 
 
 def test_second_build_plans_from_the_measurement_and_a_lost_node_does_not_stop_the_others(fleet, tmp_path):
