@@ -40,3 +40,21 @@ def test_check_mode_then_a_bundle_a_person_can_read(tmp_path):
         assert json.loads(tar.extractfile("verdict.json").read().decode())["ready"] is False
     ready = bundle(tmp_path, True)
     assert "ready: no bundle" in ready and len(os.listdir(str(tmp_path / "bundles"))) == 1
+
+
+def test_the_preflight_keeps_a_bundle_of_a_node_that_is_not_ready(tmp_path):
+    """preflight_bundle_dir: a node that fails its check keeps a bundle; --check keeps none."""
+    from fleetlib import REPO_ROOT, run_playbook  # pylint: disable=import-outside-toplevel
+    extra = dict(ansible_python_interpreter=sys.executable, ansible_connection="local", preflight_hosts="localhost",
+                 preflight_profiles=[], preflight_max_memory_pressure=100, preflight_max_build_processes=100000,
+                 preflight_min_available_memory="1024TiB", preflight_write_reports=False,
+                 preflight_drop_mode="end_host", preflight_bundle_dir=str(tmp_path / "kept"))
+    playbook = os.path.join(REPO_ROOT, "playbooks", "preflight.yml")
+    checked = run_playbook(playbook, "localhost,", extra_vars=extra, args=["--check"])
+    assert "check mode, nothing written" in checked.stdout or not (tmp_path / "kept").exists(), checked.stdout[-3000:]
+    assert not (tmp_path / "kept").exists()
+    run_playbook(playbook, "localhost,", extra_vars=extra)
+    names = os.listdir(str(tmp_path / "kept"))
+    assert len(names) == 1, names
+    with tarfile.open(str(tmp_path / "kept" / names[0])) as tar:
+        assert "available_memory" in tar.extractfile("README.txt").read().decode()

@@ -377,6 +377,12 @@ OPTIONS = (
              "Share it with the C(gpufleet.preflight.health_check) role's C(health_check_slurm_state_dir) so either may "
              "resume the other's drain.",
     ]),
+    dict(name="bundle_dir", check=dict(form="path", by="plugins/modules/log_bundle.py"),
+         type="path", default=None, roles=("main", "publish"), action=False, description=[
+        "The remediation ladder's first step: a directory on the nodes where a node that is not ready keeps a log "
+        "bundle (M(gpufleet.preflight.log_bundle): verdict, facts, the kernel's lines, GPU probes; the newest 10 "
+        "kept). Check mode writes nothing. Unset: no bundle.",
+    ]),
     dict(name="metrics_dir", check=dict(form="path", by="plugins/modules/textfile_metrics.py"),
          type="path", default=None, roles=("main", "publish"), action=False, description=[
         "node_exporter's textfile directory on the nodes (C(--collector.textfile.directory)): each reachable node "
@@ -425,9 +431,9 @@ BY_NAME = dict((entry["name"], entry) for entry in OPTIONS)
 TASK_SPEC = dict(variable_prefix=dict(type="str"), ready_group=dict(type="str"))
 
 # The preflight role's and playbook's own variables that are no option (``unknown_variables`` knows them):
-# preflight_hosts (playbooks/preflight.yml), preflight_result, preflight_slurm_result and preflight_left_out
-# (registered), preflight_gate.
-ROLE_VARIABLES = ("hosts", "result", "slurm_result", "left_out", "gate")
+# preflight_hosts (playbooks/preflight.yml), preflight_result, preflight_slurm_result, preflight_bundle_result and
+# preflight_left_out (registered), preflight_gate.
+ROLE_VARIABLES = ("hosts", "result", "slurm_result", "bundle_result", "left_out", "gate")
 
 
 def default(name):
