@@ -31,7 +31,7 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
-from test_html_chromium import CHROMIUM, chromium, non_white_share  # noqa: E402 pylint: disable=wrong-import-position
+from conftest import CHROMIUM, chromium, non_white_share  # noqa: E402 pylint: disable=wrong-import-position
 
 HREF = re.compile(r"""<(?:a|link|img|script)\b[^>]*?\b(?:href|src)="([^"]*)\"""", re.I)
 ID = re.compile(r"""\bid="([^"]+)\"""")

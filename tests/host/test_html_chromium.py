@@ -25,11 +25,10 @@ import shutil
 import struct
 import subprocess
 import sys
-import tempfile
-import zlib
 
 import pytest
 
+from conftest import CHROMIUM, chromium, non_white_share
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build._timeline import Timeline
 from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _build_view as view
 from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _html_report as html
@@ -37,7 +36,6 @@ from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _html_re
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "tests", "tools"))
 import reports500  # noqa: E402 pylint: disable=wrong-import-position
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 MIB = 1024 ** 2
 GIB = 1024 ** 3
 NODES = ["node%d" % index for index in range(1, 9)]
@@ -70,70 +68,6 @@ def build_report():
         nodes[name] = {"status": {"state": "succeeded", "memory_limit_bytes": 400 * MIB, "timeline": timeline.to_list()},
                        "result": {"failed": False, "attempts": attempts, "final_jobs": 2, "duration": clock}}
     return view.build_report(nodes, finished="2026-12-01T10:00:00Z")
-
-
-def chromium(page, *args):
-    profile = tempfile.mkdtemp(prefix="gpufleet-chromium-")
-    try:
-        argv = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                "--user-data-dir=%s" % profile] + list(args) + ["file://" + page]
-        return subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
-                              timeout=120, check=False)
-    finally:
-        shutil.rmtree(profile, ignore_errors=True)
-
-
-def png_pixels(path):
-    """(width, height, rows of RGB(A) bytes) of an 8-bit RGB/RGBA PNG, decoded with zlib and the PNG filters."""
-    with open(path, "rb") as handle:
-        data = handle.read()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
-    offset, idat, header = 8, b"", None
-    while offset < len(data):
-        length, kind = struct.unpack(">I4s", data[offset:offset + 8])
-        chunk = data[offset + 8:offset + 8 + length]
-        if kind == b"IHDR":
-            header = struct.unpack(">IIBBBBB", chunk)
-        elif kind == b"IDAT":
-            idat += chunk
-        offset += 12 + length
-    width, height, depth, color = header[:4]
-    assert depth == 8 and color in (2, 6), "an 8-bit RGB or RGBA PNG, got depth %d color type %d" % (depth, color)
-    channels = 3 if color == 2 else 4
-    raw = zlib.decompress(idat)
-    stride = width * channels
-    rows, previous = [], bytearray(stride)
-    for y in range(height):
-        kind, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
-        for i in range(stride):
-            left = line[i - channels] if i >= channels else 0
-            up = previous[i]
-            upper_left = previous[i - channels] if i >= channels else 0
-            if kind == 1:
-                line[i] = (line[i] + left) & 0xFF
-            elif kind == 2:
-                line[i] = (line[i] + up) & 0xFF
-            elif kind == 3:
-                line[i] = (line[i] + (left + up) // 2) & 0xFF
-            elif kind == 4:
-                p = left + up - upper_left
-                pa, pb, pc = abs(p - left), abs(p - up), abs(p - upper_left)
-                pred = left if pa <= pb and pa <= pc else (up if pb <= pc else upper_left)
-                line[i] = (line[i] + pred) & 0xFF
-        rows.append(bytes(line))
-        previous = line
-    return width, height, channels, rows
-
-
-def non_white_share(path):
-    width, height, channels, rows = png_pixels(path)
-    coloured = 0
-    for row in rows:
-        for x in range(0, width * channels, channels):
-            if min(row[x:x + 3]) < 200:
-                coloured += 1
-    return float(coloured) / (width * height)
 
 
 def page_requests(netlog):

@@ -194,7 +194,6 @@ def test_no_test_or_bench_file_is_over_500_lines():
 IMPORTS_A_TEST_FOR_NOW = {
     "tests/build/test_admission_threads.py":
         "the admission scheduler's helpers (test_admission_scheduler.py), edited by the admission work in progress",
-    "tests/host/test_docs_site.py": "the chromium screenshot helpers of test_html_chromium.py",
     "bench/admission.py": "the benchmark drives tests/build/test_admission.py's real builds",
     "bench/replay_standin.py": "the stand-in replay drives tests/build/test_admission.py's real builds",
 }
