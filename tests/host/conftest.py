@@ -26,7 +26,7 @@ COLLECTIONS = os.path.join(REPO, ".tmp", "collections")
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
-def run_module(name, args, tmp_path, inside=None, timeout=60):
+def run_plugin_module(name, args, tmp_path, inside=None, timeout=60):
     """Run plugins/modules/<name>.py the way Ansible does (arguments in a JSON file); ``inside``: a host pid whose
     PID and mount namespaces to enter. Returns ``(result dict, seconds)``."""
     args_file = tmp_path / ("args-%s-%d.json" % (name, time.monotonic_ns()))

@@ -21,7 +21,7 @@ import time
 
 import pytest
 
-from conftest import run_module
+from conftest import run_plugin_module
 
 LONG = 600
 # what ansible-playbook passes under ANSIBLE_DISPLAY_TRACEBACK=always: the module then returns the traceback of
@@ -141,13 +141,13 @@ def test_make_as_pid_1_its_jobs_are_a_live_build_not_orphans(tools, tmp_path):
     _bin_dir, start = tools
     container = start("make", "-j3")
     procs = container.wait_for(["ninja", "cc1plus", "nvcc"])
-    report, _seconds = run_module("build_processes", {}, tmp_path, inside=container.init)
+    report, _seconds = run_plugin_module("build_processes", {}, tmp_path, inside=container.init)
     assert report["failed"] is not True if "failed" in report else True
     found = by_name(report)
     assert found["ninja"]["ppid"] == 1 and found["cc1plus"]["ppid"] == 1
     assert not found["ninja"]["orphaned"] and not found["cc1plus"]["orphaned"] and not found["nvcc"]["orphaned"]
 
-    reaped, _seconds = run_module("build_processes", {"state": "absent", "orphaned_only": True}, tmp_path,
+    reaped, _seconds = run_plugin_module("build_processes", {"state": "absent", "orphaned_only": True}, tmp_path,
                                   inside=container.init)
     assert reaped["killed"] == [] and reaped["changed"] is False, reaped
     after = ns_pids(container.init)
@@ -163,13 +163,13 @@ def test_minimal_init_as_pid_1_spares_the_live_make_and_reaps_the_real_orphan(to
     _bin_dir, start = tools
     container = start(init, "--", "make", "-j3") if init == "tini" else start(init, "make", "-j3")
     procs = container.wait_for(["make", "ninja", "cc1plus", "nvcc"])
-    report, _seconds = run_module("build_processes", {}, tmp_path, inside=container.init)
+    report, _seconds = run_plugin_module("build_processes", {}, tmp_path, inside=container.init)
     found = by_name(report)
     assert found["make"]["ppid"] == 1 and not found["make"]["orphaned"]
     assert not found["ninja"]["orphaned"] and not found["cc1plus"]["orphaned"]
     assert found["nvcc"]["ppid"] == 1 and found["nvcc"]["orphaned"]
 
-    reaped, _seconds = run_module("build_processes", {"state": "absent", "orphaned_only": True, "grace": 2}, tmp_path,
+    reaped, _seconds = run_plugin_module("build_processes", {"state": "absent", "orphaned_only": True, "grace": 2}, tmp_path,
                                   inside=container.init)
     assert [item["name"] for item in reaped["killed"]] == ["nvcc"], reaped
     after = ns_pids(container.init)
@@ -190,11 +190,11 @@ def test_broad_selections_are_refused_and_nothing_is_signalled(tools, tmp_path, 
     bin_dir, start = tools
     container = start("sh", "-c", "%s/gpufleet-other %d & %s/ninja %d & wait" % (bin_dir, LONG, bin_dir, LONG))
     procs = container.wait_for(["gpufleet-other", "ninja"])
-    refused, _seconds = run_module("build_processes", dict(args, state="absent"), tmp_path, inside=container.init)
+    refused, _seconds = run_plugin_module("build_processes", dict(args, state="absent"), tmp_path, inside=container.init)
     assert refused.get("failed") is True and words in refused["msg"] and "allow_broad: true" in refused["msg"], refused
     assert ns_pids(container.init) == procs
 
-    allowed, _seconds = run_module("build_processes", dict(args, state="absent", allow_broad=True, grace=1,
+    allowed, _seconds = run_plugin_module("build_processes", dict(args, state="absent", allow_broad=True, grace=1,
                                                            names=args.get("names") if args.get("names") == [] else
                                                            ["gpufleet-*"]),
                                    tmp_path, inside=container.init)
@@ -211,12 +211,12 @@ def test_reaping_never_reaches_into_another_pid_namespace_unasked(tools, tmp_pat
     container = start("sh", "-c", "%s/%s %d & wait" % (bin_dir, name, LONG))
     container.wait_for([name[:15]])
     args = {"state": "absent", "names": [name], "grace": 1}
-    kept, _seconds = run_module("build_processes", args, tmp_path)
+    kept, _seconds = run_plugin_module("build_processes", args, tmp_path)
     assert kept["killed"] == [] and [item["name"] for item in kept["remaining"]] == [name], kept
     assert "another PID namespace" in kept["remaining"][0]["reason"]
     assert name[:15] in ns_pids(container.init)
 
-    reached, _seconds = run_module("build_processes", dict(args, allow_broad=True), tmp_path)
+    reached, _seconds = run_plugin_module("build_processes", dict(args, allow_broad=True), tmp_path)
     assert [item["name"] for item in reached["killed"]] == [name], reached
 
 
@@ -239,7 +239,7 @@ def test_unbounded_grace_is_refused_before_anything_is_signalled(tmp_path, args,
     args = dict({"names": ["gpufleet-none-such"]}, **args)
     # as under ANSIBLE_DISPLAY_TRACEBACK=always: a fail_json called inside an except block would carry the
     # handled error's traceback (issue 18's sweep leftover)
-    result, seconds = run_module("build_processes", dict(args, state="absent", **TRACEBACKS), tmp_path)
+    result, seconds = run_plugin_module("build_processes", dict(args, state="absent", **TRACEBACKS), tmp_path)
     assert result.get("failed") is True and result["msg"].startswith(words), result
     assert "Traceback" not in result.get("module_stderr", "")
     assert not handled_traceback(result), result["exception"]
@@ -259,7 +259,7 @@ def test_unbounded_grace_is_refused_before_anything_is_signalled(tmp_path, args,
 def test_node_facts_bad_options_are_named(tmp_path, args, words):
     """NaN/inf timeouts and relative disk_paths were accepted silently (items 12, 17); a handled error carries no
     captured traceback (fail_json outside the except block, issue 18)."""
-    result, _seconds = run_module("node_facts", dict(args, gather_subset=["memory", "gpus", "disks"], **TRACEBACKS),
+    result, _seconds = run_plugin_module("node_facts", dict(args, gather_subset=["memory", "gpus", "disks"], **TRACEBACKS),
                                   tmp_path)
     assert result.get("failed") is True and result["msg"].startswith(words), result
     assert not handled_traceback(result), result["exception"]
@@ -276,7 +276,7 @@ def test_catastrophic_pattern_is_named_not_a_hang(tmp_path):
             args = {option: ["ninja", "(a+)+$"]}
             if name == "node_facts":
                 args["gather_subset"] = ["build_processes"]
-            result, seconds = run_module(name, args, tmp_path, timeout=60)
+            result, seconds = run_plugin_module(name, args, tmp_path, timeout=60)
             assert result.get("failed") is True, result
             assert result["msg"].startswith("%s: '(a+)+$' did not finish matching" % option), result["msg"]
             assert seconds < 20

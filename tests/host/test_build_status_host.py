@@ -13,7 +13,7 @@ import os
 
 import pytest
 
-from conftest import run_module
+from conftest import run_plugin_module
 
 
 @pytest.fixture
@@ -37,7 +37,7 @@ def status_path(build_dir):
 def test_what_is_not_a_status_file_is_named_and_never_hangs(tmp_path, build_dir, make, words):
     path = status_path(build_dir)
     make(path)
-    result, seconds = run_module("build_status", {"path": path}, tmp_path, timeout=30)
+    result, seconds = run_plugin_module("build_status", {"path": path}, tmp_path, timeout=30)
     assert not result.get("failed"), result
     assert result["status"] is None and result["exists"] is True
     assert result["error"].startswith(path) and words in result["error"], result["error"]
@@ -50,7 +50,7 @@ def test_a_huge_status_file_is_not_read(tmp_path, build_dir):
         handle.write(b'{"state": "running", "timeline": [')
         handle.write(b"[0, 1, 2, 1], " * (100 * 1024 * 1024 // 14))
         handle.write(b"[0, 1, 2, 1]]}")
-    result, seconds = run_module("build_status", {"path": path}, tmp_path, timeout=30)
+    result, seconds = run_plugin_module("build_status", {"path": path}, tmp_path, timeout=30)
     assert result["status"] is None and "more than the 1048576 a status file may be: not read" in result["error"]
     assert result["size"] > 100 * 1024 * 1024
     assert seconds < 20
@@ -58,15 +58,15 @@ def test_a_huge_status_file_is_not_read(tmp_path, build_dir):
 
 def test_a_status_file_and_its_absence(tmp_path, build_dir):
     path = status_path(build_dir)
-    result, _seconds = run_module("build_status", {"path": path}, tmp_path)
+    result, _seconds = run_plugin_module("build_status", {"path": path}, tmp_path)
     assert result["exists"] is False and result["status"] is None and result["error"] is None
     with open(path, "w") as handle:
         json.dump([1], handle)
-    result, _seconds = run_module("build_status", {"path": path}, tmp_path)
+    result, _seconds = run_plugin_module("build_status", {"path": path}, tmp_path)
     assert result["status"] == [1] and result["error"] is None, "the shape is the controller's to check"
     with open(path, "w") as handle:
         json.dump({"state": "running", "run_id": "n1-2"}, handle)
-    result, _seconds = run_module("build_status", {"path": path, "max_bytes": 4096}, tmp_path)
+    result, _seconds = run_plugin_module("build_status", {"path": path, "max_bytes": 4096}, tmp_path)
     assert result["status"] == {"state": "running", "run_id": "n1-2"}
 
 
@@ -76,5 +76,5 @@ def test_a_status_file_and_its_absence(tmp_path, build_dir):
     ({"path": "/x", "max_bytes": 1 << 40}, "max_bytes must be between"),
 ])
 def test_bad_options_are_named(tmp_path, args, words):
-    result, _seconds = run_module("build_status", args, tmp_path)
+    result, _seconds = run_plugin_module("build_status", args, tmp_path)
     assert result.get("failed") is True and result["msg"].startswith(words), result
