@@ -30,7 +30,7 @@ import os
 import sys
 import time
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils._node_check import _hc_runtime, _prolog
+from ansible_collections.gpufleet.preflight.plugins.module_utils._node_check import _hc_runtime, _log_bundle, _prolog
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _metrics
 from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _node_facts
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _gpu_health_checks
@@ -47,7 +47,7 @@ READY, NOT_READY, UNKNOWN = 0, 1, 2
 NPD_LINE = 80
 # Under slurmd the environment has no PATH: the usual places, then where Slurm and NVIDIA install.
 SYSTEM_DIRS = ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin", "/opt/slurm/bin"]
-CONFIG_KEYS = ("policy", "slurm", "metrics_dir", "metrics_file", "deadline_seconds")
+CONFIG_KEYS = ("policy", "slurm", "metrics_dir", "metrics_file", "deadline_seconds", "bundle_dir")
 PROBE_CACHE_NAME = "health-check-probes.json"  # in the state dir, beside the lock: version probes by binary identity
 SLURM_KEYS = ("enabled", "node_name", "reason_prefix", "state_dir", "slurm_conf", "resume")
 
@@ -113,6 +113,7 @@ def load_config(path):
     except ValueError as exc:
         raise ValueError("config %s: %s" % (path, exc))
     return dict(policy=policy, slurm=slurm, metrics_dir=data.get("metrics_dir"), deadline_seconds=deadline,
+                bundle_dir=data.get("bundle_dir"),
                 metrics_file=data.get("metrics_file") or _metrics.default_file("health_check"))
 
 
@@ -201,6 +202,16 @@ class _SlurmClock(object):
 
     def facts_left(self):
         return self.deadline.left()
+
+
+def keep_bundle(directory, node, verdict):
+    """The remediation ladder's first step: a log bundle kept on the node (``_log_bundle``); its message."""
+    try:
+        items = _log_bundle.contents(node, verdict["ready"], verdict["checks"], verdict.get("facts"),
+                                     verdict["checked_at_epoch"])
+        return _log_bundle.write(directory, node, items, when=verdict["checked_at_epoch"])["message"]
+    except (IOError, OSError) as exc:
+        return "not written: %s: %s" % (directory, exc)
 
 
 def _log_held_back(message):
@@ -292,6 +303,8 @@ def _main(argv, environ, out, err, as_program):
             _log_held_back(outcome["message"])
         if job:
             code = _prolog.exit_code(outcome)
+    if config.get("bundle_dir") and not verdict["ready"]:
+        lines.append("bundle: %s" % keep_bundle(config["bundle_dir"], node, verdict))
     if config["metrics_dir"]:
         problem = None
         try:

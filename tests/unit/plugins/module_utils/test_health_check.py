@@ -119,3 +119,18 @@ def test_a_lock_that_cannot_be_taken_stops_the_run(tmp_path, plant):
     assert out.getvalue().startswith("unknown: lock ") and len(out.getvalue().splitlines()) == 1, out.getvalue()
     assert "the check did not run" in err.getvalue()
     assert not (tmp_path / "elsewhere").exists()
+
+
+def test_a_node_not_ready_keeps_a_log_bundle(tmp_path):
+    """Issue 38, the remediation ladder's first step: bundle_dir keeps one bundle per not-ready run, none when ready."""
+    policy = {"profiles": [], "min_available_memory": "1MiB", "max_build_processes": 100000, "max_memory_pressure": 100}
+    bundles = tmp_path / "bundles"
+    config = tmp_path / "c.json"
+    for min_memory, code, kept in (("1MiB", 0, 0), ("1024TiB", 1, 1)):
+        config.write_text(json.dumps({"policy": dict(policy, min_available_memory=min_memory), "bundle_dir": str(bundles),
+                                      "slurm": {"state_dir": str(tmp_path / "state"), "node_name": "n1"}}))
+        out = io.StringIO()
+        assert hc.main(["--config", str(config), "--mode", "check"], {"PATH": "/usr/bin:/bin"}, out) == code
+        assert len(os.listdir(str(bundles))) == kept if bundles.exists() else kept == 0
+    assert "bundle: kept %s" % bundles in out.getvalue(), out.getvalue()
+    assert os.listdir(str(bundles))[0].startswith("gpufleet-bundle-n1-")
