@@ -271,8 +271,8 @@ def wait_holding(config, mine, held, child, known, stopped=lambda: None):
             history = [point for point in history if now - point[0] <= max(1.0, 3 * float(config["sample_seconds"]))] + [(now, live)]
             rate = max(live - history[0][1], 0) / max(now - history[0][0], float(config["sample_seconds"]))
             # a frozen compile keeps the rate it grew at: what it may grow by once thawed
-            entry = update(config, mine, lambda e, h=held, l=live, r=rate: e.update(
-                bytes=h, live=l, rate=e.get("rate", 0) if e.get("frozen") else r, self_bytes=node.private_bytes(os.getpid())))
+            entry = update(config, mine, lambda e, h=held, now_live=live, r=rate: e.update(
+                bytes=h, live=now_live, rate=e.get("rate", 0) if e.get("frozen") else r, self_bytes=node.private_bytes(os.getpid())))
             if entry.get("frozen"):
                 history = [(now, live)]
 

@@ -89,6 +89,7 @@ def too_big_message(big, budget_bytes, smallest_limit=None):
     limit that builds them (``smallest_limit``)."""
     if not big:
         return ""
+
     def said(key, peak, killed):
         if key.startswith(policy.CENSUS):
             return "%s (%.1f GiB in the shipped census)" % (policy.path_of(key), peak / 1024.0 ** 3)

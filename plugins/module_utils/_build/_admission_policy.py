@@ -419,5 +419,3 @@ def learned_from_oom(before, after):
         if oom_killed(entry) and (not oom_killed(old) or entry["peak_bytes"] > old["peak_bytes"]):
             found.append(key)
     return found
-
-
