@@ -352,13 +352,12 @@ def test_drain_circuit_breaker_holds_across_every_node_and_the_playbook(installe
             if samples[-1][1] == 3 and held and samples[-1][0] > 10:
                 break
         stretches = over_cap_stretches(samples, 3)
-        TIMINGS["drain_cap_polls"] = len(samples)
+        # TIMINGS holds seconds only: the polls and stretches are counted in the assertion messages below
         TIMINGS["drain_cap_longest_over_cap_seconds"] = max([s for _t, s in stretches] or [0])
-        TIMINGS["drain_cap_over_cap_stretches"] = len(stretches)
         TIMINGS["drain_cap_settled_at_seconds"] = next(t for t, count in reversed(samples) if count != 3) if any(
             count != 3 for _t, count in samples) else 0
-        assert samples[-1][1] == 3 and held, (samples, held)
-        assert all(seconds < 2 for _start, seconds in stretches), stretches
+        assert samples[-1][1] == 3 and held, (len(samples), samples[-20:], held)
+        assert all(seconds < 2 for _start, seconds in stretches), (len(samples), stretches)
         book = run_playbook(os.path.join(REPO_ROOT, "playbooks", "preflight.yml"), cluster.fleet.inventory_path,
                             extra_vars=dict(preflight_profiles=[], preflight_min_available_memory="1024TiB",
                                             preflight_max_memory_pressure=100, preflight_slurm=True,
