@@ -128,10 +128,13 @@ def main():
     facts = dict((key[len("gpufleet_"):] if key.startswith("gpufleet_") else key, value)
                  for key, value in params["facts"].items())
     items = _log_bundle.contents(node, params["ready"], params["checks"], facts, _now())
+    result, problem = None, None
     try:
         result = _log_bundle.write(params["dir"], node, items, params["keep"], module.check_mode)
     except (IOError, OSError) as exc:
-        module.fail_json(msg="dir: %s: the bundle could not be written: %s" % (params["dir"], exc))
+        problem = "dir: %s: the bundle could not be written: %s" % (params["dir"], exc)
+    if problem:     # failed outside the except block: fail_json there would carry the traceback
+        module.fail_json(msg=problem)
     module.exit_json(**result)
 
 

@@ -167,13 +167,13 @@ error:
   sample: "node003: slurmctld is unreachable (...): nothing drained or resumed"
 """
 
-import math
 import os
 import socket
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _readiness_options, _slurm
 from ansible_collections.gpufleet.preflight.plugins.module_utils._run import find_executable, run_with_timeout, search_path
+from ansible_collections.gpufleet.preflight.plugins.module_utils._values import non_finite
 
 ARGUMENT_SPEC = dict(
     node_name=dict(type="str"),
@@ -206,7 +206,7 @@ def drain_cap_value(params, name):
         number = kind(value)
     except (TypeError, ValueError):
         number = None
-    if isinstance(value, bool) or number is None or math.isnan(number) or not rule["min"] <= number <= rule["max"]:
+    if isinstance(value, bool) or number is None or non_finite(number) or not rule["min"] <= number <= rule["max"]:
         return "%s: must be null or %s %s to %s, got %r" % (
             name, "a number" if kind is float else "a whole number", rule["min"], rule["max"], value)
     params[name] = number
