@@ -7,7 +7,7 @@
     python tests/tools/gen_build_options.py --check  # exit 1 naming each file that differs (the unit test does too)
 
 The module's argument spec is built from the same table at import (guarded_build's ARGUMENT_SPEC); the sgl_kernel
-role's variables that feed an option are held to it by tests/unit/plugins/module_utils/test_build_option_table.py.
+role's variables that feed an option are held to it by tests/unit/plugins/test_build_option_table.py.
 """
 
 from __future__ import absolute_import, division, print_function

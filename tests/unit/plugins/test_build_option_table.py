@@ -23,7 +23,7 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _
 from ansible_collections.gpufleet.preflight.plugins.module_utils._human import parse_size_option
 from ansible_collections.gpufleet.preflight.plugins.modules.guarded_build import ARGUMENT_SPEC
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "..", ".."))
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 TABLE = "plugins/module_utils/_build/_build_option_table.py"
 ROLE = os.path.join(REPO, "roles", "sgl_kernel")
 sys.path.insert(0, os.path.join(REPO, "tests", "tools"))
