@@ -9,6 +9,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
+import time
 
 import pytest
 
@@ -17,6 +18,8 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness impo
 NOW = _slurm.slurm_epoch("2026-12-04T22:00:00")
 RECENT = "2026-12-04T21:30:00"
 OLD = "2026-12-04T19:00:00"
+# what _slurm.apply compares with its own clock (time.time()): a drain ten minutes ago, whenever the suite runs
+LIVE_RECENT = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(time.time() - 600))
 SLURM = (_slurm.is_drained, _slurm.slurm_epoch)
 
 
@@ -135,7 +138,7 @@ class FakeFleet(object):
     def __init__(self, drained=(), late=()):
         self.nodes = dict(("node%d" % i, dict(state="idle", reason="none", time="Unknown")) for i in range(1, 9))
         for name in drained:
-            self.nodes[name].update(state="drained", reason="gpufleet: check: bad", time=RECENT)
+            self.nodes[name].update(state="drained", reason="gpufleet: check: bad", time=LIVE_RECENT)
         self.late = list(late)
         self.calls = []
 
@@ -149,9 +152,9 @@ class FakeFleet(object):
                               for name, n in sorted(self.nodes.items())), ""
         name = argv[2][len("NodeName="):]
         if "State=DRAIN" in argv:
-            self.nodes[name].update(state="drained", reason=argv[-1][len("Reason="):], time=RECENT)
+            self.nodes[name].update(state="drained", reason=argv[-1][len("Reason="):], time=LIVE_RECENT)
             for other in self.late:
-                self.nodes[other].update(state="drained", reason="gpufleet: check: bad", time=RECENT)
+                self.nodes[other].update(state="drained", reason="gpufleet: check: bad", time=LIVE_RECENT)
         else:
             self.nodes[name].update(state="idle", reason="none", time="Unknown")
         return 0, "", ""
