@@ -36,7 +36,8 @@ def test_report_attributes_each_process_to_its_own_source(tmp_path):
         "state": "stopped", "memory_limit_human": "16Gi",
         "attempts": [{"attempt": 1, "jobs": 2, "kind": "oom", "oom_kills": 1}, {"attempt": 2, "jobs": 1, "kind": "interrupted"}]}))
     peaks = tmp_path / "peaks.json"
-    peaks.write_text(json.dumps({"csrc/moe/grouped_topk.cu": {"peak_bytes": 9 * GIB}, "sgl-kernel@0.3.19/120@7b9156c773f0:" + objects[0] + "#1a2b3c4d": {"peak_bytes": int(0.56 * GIB)},
+    keyed = "sgl-kernel@0.3.19/120@7b9156c773f0:" + objects[0] + "#1a2b3c4d"     # as the launcher keys it
+    peaks.write_text(json.dumps({"csrc/moe/grouped_topk.cu": {"peak_bytes": 9 * GIB}, keyed: {"peak_bytes": int(0.56 * GIB)},
                                  objects[1]: {"peak_bytes": int(2.82 * GIB)}}))
     out = tmp_path / "out"
     out.mkdir()

@@ -148,7 +148,7 @@ def test_make_as_pid_1_its_jobs_are_a_live_build_not_orphans(tools, tmp_path):
     assert not found["ninja"]["orphaned"] and not found["cc1plus"]["orphaned"] and not found["nvcc"]["orphaned"]
 
     reaped, _seconds = run_plugin_module("build_processes", {"state": "absent", "orphaned_only": True}, tmp_path,
-                                  inside=container.init)
+                                         inside=container.init)
     assert reaped["killed"] == [] and reaped["changed"] is False, reaped
     after = ns_pids(container.init)
     assert after["ninja"] == procs["ninja"] and after["cc1plus"] == procs["cc1plus"] and after["nvcc"] == procs["nvcc"]
@@ -170,7 +170,7 @@ def test_minimal_init_as_pid_1_spares_the_live_make_and_reaps_the_real_orphan(to
     assert found["nvcc"]["ppid"] == 1 and found["nvcc"]["orphaned"]
 
     reaped, _seconds = run_plugin_module("build_processes", {"state": "absent", "orphaned_only": True, "grace": 2}, tmp_path,
-                                  inside=container.init)
+                                         inside=container.init)
     assert [item["name"] for item in reaped["killed"]] == ["nvcc"], reaped
     after = ns_pids(container.init)
     assert "nvcc" not in after
@@ -195,9 +195,9 @@ def test_broad_selections_are_refused_and_nothing_is_signalled(tools, tmp_path, 
     assert ns_pids(container.init) == procs
 
     allowed, _seconds = run_plugin_module("build_processes", dict(args, state="absent", allow_broad=True, grace=1,
-                                                           names=args.get("names") if args.get("names") == [] else
-                                                           ["gpufleet-*"]),
-                                   tmp_path, inside=container.init)
+                                                                  names=args.get("names") if args.get("names") == [] else
+                                                                  ["gpufleet-*"]),
+                                          tmp_path, inside=container.init)
     assert [item["name"] for item in allowed["killed"]] == ["gpufleet-other"], allowed
     assert "ninja" in ns_pids(container.init)
 
@@ -260,7 +260,7 @@ def test_node_facts_bad_options_are_named(tmp_path, args, words):
     """NaN/inf timeouts and relative disk_paths were accepted silently (items 12, 17); a handled error carries no
     captured traceback (fail_json outside the except block, issue 18)."""
     result, _seconds = run_plugin_module("node_facts", dict(args, gather_subset=["memory", "gpus", "disks"], **TRACEBACKS),
-                                  tmp_path)
+                                         tmp_path)
     assert result.get("failed") is True and result["msg"].startswith(words), result
     assert not handled_traceback(result), result["exception"]
 

@@ -21,7 +21,7 @@ def bundle(tmp_path, ready, *args):
     module_args = dict(dir=str(tmp_path / "bundles"), node_name="gpu1", ready=ready,
                        checks=[dict(name="fatal_xid", status="failed", message="Xid 79 on GPU 1")],
                        facts=dict(gpufleet_kernel_events=dict(xids=[dict(time="2026-12-04T20:00:00", code=79,
-                                                                          pci="0000:2A:00.0", message="fallen off")])))
+                                                                         pci="0000:2A:00.0", message="fallen off")])))
     result = run_adhoc("localhost", "localhost,", "gpufleet.preflight.log_bundle", module_args,
                        args=["-c", "local", "-e", "ansible_python_interpreter=%s" % sys.executable] + list(args))
     assert result.rc == 0, result.stdout + result.stderr

@@ -42,7 +42,7 @@ def kernel_lines(facts):
         lines.append((str(event.get("time") or ""), "OOM kill: %s" % event.get("message", "")))
     for event in events.get("xids") or []:
         lines.append((str(event.get("time") or ""), "Xid %s (%s): %s" % (event.get("code"), event.get("pci"),
-                                                                        event.get("message", ""))))
+                                                                         event.get("message", ""))))
     for event in events.get("sxids") or []:
         lines.append((str(event.get("time") or ""), "SXid %s (%s): %s" % (
             event.get("code"), event.get("switch") or event.get("pci"), event.get("message", ""))))
