@@ -60,7 +60,8 @@ def test_peaks_learned_on_node1_seed_node2(fresh_fleet, tmp_path):
     build(fleet, work, str(compiler), "node1", "learn")
     result, starts = outcome(work, "node1", "learn")
     assert not result.get("failed") and oom_kills(result) == 0, result.get("msg")
-    assert len(starts) == 12 and not any(row["learned"] for row in starts), starts
+    # cold runs wide: a compile the freeze evicted starts again (a start more), every source once at least
+    assert len(set(row["source"] for row in starts)) == 12 and not any(row["learned"] for row in starts), starts
     assert (tmp_path / "controller" / "nodes" / "node1.json").is_file()
     fleet_peaks = json.loads(merged.read_text())
     assert fleet_peaks["src/a_heavy_1.c"]["peak_bytes"] >= 250 * MIB, fleet_peaks
@@ -78,7 +79,8 @@ def test_peaks_learned_on_node1_seed_node2(fresh_fleet, tmp_path):
     assert len(starts) == 12 and all(row["learned"] for row in starts), starts
     assert starts[0]["source"].startswith("src/a_heavy_") and not starts[1]["source"].startswith("src/a_heavy_"), starts
     cold, cold_starts = outcome(work, "node3", "cold")
-    assert not cold.get("failed") and len(cold_starts) == 12 and not any(row["learned"] for row in cold_starts)
+    assert not cold.get("failed") and len(set(row["source"] for row in cold_starts)) == 12
+    assert not any(row["learned"] for row in cold_starts)
     # node2 sent its own peaks back: the fleet's table now has both nodes'
     assert (tmp_path / "controller" / "nodes" / "node2.json").is_file()
     build(fleet, work, str(compiler), "node1", "warm")   # node1 again, from its own peaks: the warm comparison
