@@ -26,6 +26,7 @@ import os
 import re
 import time
 
+from ansible_collections.gpufleet.preflight.plugins.module_utils._atomic import write_file
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _drain_cap
 
 DEFAULT_PREFIX = "gpufleet:"
@@ -305,23 +306,12 @@ def read_record(state_dir, node):
 
 
 def write_record(state_dir, node, reason, when, user, checks=None, pending=None):
-    """Atomically (mkstemp + rename in the same directory, 0600) record the drain slurmctld holds for us and/or
+    """Atomically (``_atomic.write_file``: a temp file renamed in the same directory, 0600) record the drain slurmctld holds for us and/or
     the one we are about to set (``pending``: reason, checks, at)."""
     if not os.path.isdir(state_dir):
         os.makedirs(state_dir, 0o755)
-    path = record_path(state_dir, node)
-    import tempfile  # pylint: disable=import-outside-toplevel  # only when Slurm state is written: not every run
-    fd, tmp = tempfile.mkstemp(prefix=".slurm-", suffix=".tmp", dir=state_dir)
-    try:
-        with os.fdopen(fd, "w") as handle:
-            json.dump(dict(node=node, reason=reason, time=when, user=user, checks=checks, pending=pending), handle)
-        os.rename(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    record = dict(node=node, reason=reason, time=when, user=user, checks=checks, pending=pending)
+    write_file(record_path(state_dir, node), json.dumps(record), mode=0o600, prefix=".slurm-")
 
 
 def forget_record(state_dir, node):
