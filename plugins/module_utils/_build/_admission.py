@@ -101,9 +101,9 @@ def live_budget(config, ledger, group):
         if entry.get("group") == group:
             entry.update(budget=room, ceiling=top)
     # what the cgroup holds beyond its compiles' trees (ninja, the launchers, kernel memory), when it can be read
-    used = node.working_set()
-    beyond = used - sum(e.get("live") or 0 for e in ledger.values() if e.get("group") == group and e.get("state") == "running") \
-        if used is not None else 0
+    used, now, horizon = node.working_set(), time.time(), 2 * float(config["sample_seconds"]) + float(config["poll_seconds"])
+    beyond = used - sum(pressure.held_now(e, now, horizon) for e in ledger.values()
+                        if e.get("group") == group and e.get("state") == "running") if used is not None else 0
     return room, max(sum(e.get("self_bytes") or 0 for e in ledger.values()), beyond)
 
 
@@ -267,12 +267,15 @@ def wait_holding(config, mine, held, child, known, stopped=lambda: None):
             position = policy.advance(phases, position, name)
             held = policy.reservation({"bytes": held}, live, margin, phases, position, peak)
             # growth over the last second or so, not one sample: a compile descheduled on a busy machine catches up
-            # in a burst that says nothing of how fast it grows
+            # in a burst that says nothing of how fast it grows; and one that stopped growing grows no more (the lower of
+            # the window's rate and the last interval's)
             history = [point for point in history if now - point[0] <= max(1.0, 3 * float(config["sample_seconds"]))] + [(now, live)]
-            rate = max(live - history[0][1], 0) / max(now - history[0][0], float(config["sample_seconds"]))
+            rate = min(policy.growth_rate(history[0], history[-1], float(config["sample_seconds"])),
+                       policy.growth_rate(history[-2], history[-1], float(config["sample_seconds"])))
             # a frozen compile keeps the rate it grew at: what it may grow by once thawed
-            entry = update(config, mine, lambda e, h=held, now_live=live, r=rate: e.update(
-                bytes=h, live=now_live, rate=e.get("rate", 0) if e.get("frozen") else r, self_bytes=node.private_bytes(os.getpid())))
+            entry = update(config, mine, lambda e, h=held, now_live=live, r=rate, at=now: e.update(
+                bytes=h, live=now_live, rate=e.get("rate", 0) if e.get("frozen") else r, sampled=at, fresh=False,
+                self_bytes=node.private_bytes(os.getpid())))
             if entry.get("frozen"):
                 history = [(now, live)]
 
@@ -343,7 +346,7 @@ def run_admitted(config, key, argv, stop):
             start = time.time()
             child = subprocess.Popen(threads_rule.with_threads(argv, threads) if threads else argv, preexec_fn=start_compile)
             stop["child"] = child
-            update(config, mine, lambda entry: entry.update(child=child.pid, child_start=node.pid_start(child.pid), live=0))
+            update(config, mine, lambda entry: entry.update(child=child.pid, child_start=node.pid_start(child.pid), live=0, fresh=True))
             rc, seen = wait_holding(config, mine, held, child, policy.known(peaks, key), stopped)
             seconds = time.time() - start
         except Stopped:

@@ -100,7 +100,7 @@ def valid_entry(pid, entry):
             and all(number(entry.get(name)) is not None for name in ("bytes", "since"))
             and all(entry.get(name) is None or number(entry.get(name)) is not None
                     for name in ("seconds", "started", "child", "threads", "budget", "cpus", "pid_start", "child_start",
-                                 "live", "rate", "frozen", "frozen_seconds", "self_bytes", "ceiling"))
+                                 "live", "rate", "frozen", "frozen_seconds", "self_bytes", "ceiling", "sampled"))
             and (entry.get("options") is None or (isinstance(entry["options"], list) and 0 < len(entry["options"]) <= 1024
                                                   and all(number(o) is not None for o in entry["options"]))))
 
@@ -285,6 +285,12 @@ def reservation(entry, live_bytes, margin, phases=(), position=0, peak_bytes=0):
         top = max(range(len(phases)), key=lambda index: phases[index][1])
         return int(max([live_bytes] + ahead + ([peak_bytes] if position <= top else [])) * margin)
     return max(int(entry["bytes"]), int(live_bytes * margin))
+
+
+def growth_rate(earlier, later, least_seconds):
+    """Bytes a second a tree grew by between two ``(time, bytes)`` samples (never below 0; an interval shorter than
+    ``least_seconds`` counts as that long: two samples close together say little)."""
+    return max(later[1] - earlier[1], 0) / max(later[0] - earlier[0], least_seconds)
 
 
 def advance(phases, position, name):

@@ -25,8 +25,11 @@ THAW_LEVEL = 0.9   # thaw only while what runs would stay under 90 % of the budg
 def growth(entry, horizon):
     """What an unfrozen compile may add in ``horizon`` seconds at its rate: a learned one well under its reservation
     no more than up to it (its peak x margin: a ramp says nothing past it), an unlearned one - or a learned one near or
-    past it, whose learning may be wrong (a cache hit learned as a peak) - at its rate."""
+    past it, whose learning may be wrong (a cache hit learned as a peak) - at its rate. One started but not sampled
+    yet (``fresh``) holds an unknown share of what the cgroup shows: up to its reservation."""
     grown = max(entry.get("rate") or 0, 0) * horizon
+    if entry.get("fresh"):
+        return max(int(entry.get("bytes") or 0) - int(entry.get("live") or 0), grown)
     if entry.get("learned") and entry["live"] < 0.9 * int(entry.get("bytes") or 0):
         grown = min(grown, int(entry["bytes"]) - entry["live"])   # near or past what was learned: the learning may be wrong
     return grown
@@ -35,6 +38,17 @@ def growth(entry, horizon):
 def projected(entries, horizon):
     """What ``entries`` hold in ``horizon`` seconds: what they hold now, the unfrozen ones grown at their rates."""
     return sum(e["live"] for e in entries) + sum(growth(e, horizon) for e in entries if not e.get("frozen"))
+
+
+def held_now(entry, now, horizon):
+    """What a running compile holds now, estimated: its last sample grown at its rate since (bounded by ``horizon``),
+    its reservation before its first sample. The cgroup's working set is read now and the samples are up to a second
+    old; what the set holds beyond the compiles is the launchers' overhead, which must not count a compile's growth
+    since its sample as well (counted twice, it froze and evicted compiles that fitted)."""
+    if entry.get("fresh"):
+        return max(int(entry.get("bytes") or 0), int(entry.get("live") or 0))
+    since = min(max(now - float(entry.get("sampled") or now), 0.0), horizon)
+    return int(entry.get("live") or 0) + (0 if entry.get("frozen") else int(max(entry.get("rate") or 0, 0) * since))
 
 
 def remaining(entry, now):
@@ -71,10 +85,13 @@ def decide(running, budget, horizon, now, overhead=0):
             actions.append(("freeze", entry["pid"]))
             level -= growth(entry, horizon)
         # freezing made no room (one compile runs, or none grows: a limit lowered under what they hold): the compiles
-        # that did least free theirs and are queued again - the frozen first, never the last one running
+        # that did least free theirs and are queued again - the frozen first, never the last one running, never one
+        # that holds nothing (frozen before its first sample: evicting it frees nothing and costs it its place)
         for entry in sorted(frozen, key=lambda e: e["started"], reverse=True) + sorted(active, key=lambda e: e["started"])[:0:-1]:
             if level <= budget or (entry in active and len(active) <= 1):
                 break
+            if entry in frozen and not entry["live"]:
+                continue
             actions = [a for a in actions if a[1] != entry["pid"]] + [("evict", entry["pid"])]
             level -= entry["live"] + (growth(entry, horizon) if entry in active else 0)
             if entry in active:

@@ -70,3 +70,35 @@ def test_a_learned_compile_past_what_was_learned_grows_at_its_rate():
     is projected as measured, and it is frozen before it takes the budget."""
     wrong = dict(run("wrong", 220 / 1024.0, 1.0, started=5, reserved=230 / 1024.0), learned=True)
     assert pressure.decide([run("other", 0.5), wrong], GIB, 1.0, 6.0) == [("freeze", "wrong")]
+
+
+def test_a_compile_not_sampled_yet_counts_as_its_reservation():
+    """Started, not sampled yet (``fresh``, live 0, rate 0): it holds an unknown share of what the cgroup shows, up to
+    its reservation - counted as that, so neither the freeze nor the overhead (the working set less the samples) miss it."""
+    fresh = dict(run("new", 0, started=19, reserved=3), fresh=True)
+    assert pressure.growth(fresh, 4.0) == 3 * GIB
+    assert pressure.held_now(fresh, 20.0, 4.0) == 3 * GIB
+    assert pressure.decide([run("a", 6), fresh], 8 * GIB, 4.0, 20.0) == [("freeze", "new")]
+    assert pressure.decide([run("a", 6), dict(fresh, fresh=False)], 8 * GIB, 4.0, 20.0) == []
+
+
+@pytest.mark.parametrize("entry, now, held_gib", [
+    # sampled 1 s ago at 2 GiB, growing 0.5 GiB/s: 2.5 GiB now (the cgroup shows that growth: not the launchers')
+    (dict(run("a", 2, 0.5), sampled=19.0), 20.0, 2.5),
+    # a stale sample grows no further than the horizon (4 s)
+    (dict(run("a", 2, 0.5), sampled=10.0), 20.0, 4.0),
+    # a frozen compile does not grow
+    (dict(run("a", 2, 0.5, frozen=15), sampled=19.0), 20.0, 2.0),
+    # no sample time (an older launcher's entry): what it held at its sample
+    (run("a", 2, 0.5), 20.0, 2.0),
+])
+def test_what_a_compile_holds_now(entry, now, held_gib):
+    assert pressure.held_now(entry, now, 4.0) == int(held_gib * GIB)
+
+
+def test_a_frozen_compile_holding_nothing_is_not_evicted():
+    """One compile alone projects past the budget (its own growth): the frozen one beside it holds nothing yet -
+    evicting it would free nothing and cost it its place (cold builds evicted light compiles before their first sample)."""
+    empty = dict(run("new", 0, started=19, frozen=19.5, reserved=0.2))
+    assert pressure.decide([run("heavy", 0.2, 0.2), empty], GIB, 4.0, 20.0) == []
+    assert pressure.decide([run("heavy", 0.2, 0.2), dict(empty, live=GIB // 8)], GIB, 4.0, 20.0) == [("evict", "new")]
