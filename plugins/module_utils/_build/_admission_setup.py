@@ -113,6 +113,16 @@ def node_peaks(config):
     return _admission.node_peaks(config) if config else {}
 
 
+def source_seconds(config):
+    """``{path in the project: seconds}`` of the sources whose compile time is known (learned here, seeded, or the
+    shipped census of this tree): the cold build's ETA weights (``_timeline.census_weights``); {} without admission."""
+    if not config:
+        return {}
+    known = census.of_tree(node_peaks(config), config.get("tree"))
+    return dict((policy.path_of(key), float(entry["seconds"])) for key, entry in known.items()
+                if settings_rule.number(entry.get("seconds"), 0.01) is not None)
+
+
 def refused_sources(config, limit_bytes):
     """Why the build cannot fit (a message naming each source that needs more than one compile may hold alone - the
     limit less what ninja needs beside it, not the budget less the reserve: a resumed build in a cgroup just big

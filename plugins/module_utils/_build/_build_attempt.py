@@ -49,8 +49,9 @@ class AttemptRunner(object):
                     log.flush()
                     log_start = log.tell()
                     # every line this attempt adds, not a fixed tail a ptxas flood pushes [N/M] out of; ETA learned
-                    # from the previous build's .ninja_log
-                    follower = ProgressFollower.for_build(self.log_path, log_start, self.build_dir, jobs=jobs)
+                    # from the previous build's .ninja_log, else from the sources' known times (admission, census)
+                    follower = ProgressFollower.for_build(self.log_path, log_start, self.build_dir, jobs=jobs,
+                                                          source_seconds=self.source_seconds)
                 except (IOError, OSError) as exc:
                     raise BuildError("cannot write the build log %s: %s" % (self.log_path, exc.strerror or exc))
                 try:

@@ -49,6 +49,7 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._build._admissi
     admission_settings,
     node_peaks,
     refused_sources,
+    source_seconds,
     with_admission,
 )
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build._admission_policy import learned_from_oom
@@ -94,6 +95,7 @@ class GuardedBuild(AttemptRunner):
         self.module_start_time = process_start_time(os.getpid()) or 0
         self.marker = marker_value(self.run_id, os.getpid(), self.module_start_time)
         self.steps_total, self.run_counted, self.eta = None, None, EtaSmoother()   # progress of the whole build
+        self.source_seconds = {}
 
     # -- validation and planning, before anything runs
     def prepare(self):
@@ -389,6 +391,7 @@ class GuardedBuild(AttemptRunner):
                     break
                 self.write_status(state="running", attempt=attempt, jobs=jobs)
                 before = node_peaks(self.admission)
+                self.source_seconds = source_seconds(self.admission)   # the ETA's weights while no .ninja_log has any
                 try:
                     outcome = self.run_attempt(attempt, jobs, deadline)
                 except Interrupted as exc:  # between two attempts

@@ -151,6 +151,7 @@ def current_step(text):
 # ---------------------------------------------------------------- progress that survives a flood, and a learned ETA
 
 _NINJA_STEP = re.compile(r"^\s*\[(\d+)/(\d+)\]\s*(.*?)\s*$")
+_OBJECT_OUTPUT = re.compile(r"(?:^|/)CMakeFiles/[^/]+\.dir/(.+)\.(?:o|obj)$")
 SCAN_CHUNK = 1 << 20
 MAX_SCAN_PER_UPDATE = 64 << 20     # a flood beyond this between two updates is skipped (and counted)
 MAX_LINE = 64 << 10                # a longer line is cut: a [N/M] line is short
@@ -184,6 +185,28 @@ def step_output(description):
     return words[-1] if words else ""
 
 
+def source_of_output(output):
+    """The source path (relative to the project) of a CMake object output ``CMakeFiles/<target>.dir/<path>.o``, or
+    None for another step (a link, a custom command)."""
+    match = _OBJECT_OUTPUT.search(output or "")
+    return match.group(1) if match else None
+
+
+def census_weights(source_seconds, done_outputs):
+    """Step weights for ``learned_eta`` before this tree has a ``.ninja_log``: the seconds each source took where it
+    was measured (``source_seconds``: path -> seconds, from the admission peaks - learned, seeded or the shipped
+    census), keyed by the object output for the steps done and by the source for those not done yet, so a cold
+    build's ETA weighs its heavy CUDA objects from the first minute instead of extrapolating its quick first steps."""
+    weights, done = {}, set()
+    for output in done_outputs:
+        source = source_of_output(output)
+        if source in source_seconds:
+            weights[output] = source_seconds[source]
+            done.add(source)
+    weights.update(("source:" + path, seconds) for path, seconds in source_seconds.items() if path not in done)
+    return weights
+
+
 def find_ninja_logs(build_dir, depth=3):
     """``.ninja_log`` files under ``build_dir`` (the ninja dir may be a level or two down, e.g.
     ``build/{wheel_tag}`` under scikit-build-core), newest first; symlinks not followed."""
@@ -202,7 +225,7 @@ def find_ninja_logs(build_dir, depth=3):
     return [path for _mtime, path in sorted(found, reverse=True)]
 
 
-def learned_eta(done_outputs, done, total, elapsed, weights, jobs=1):
+def learned_eta(done_outputs, done, total, elapsed, weights, jobs=1, from_start=False):
     """Seconds left, weighted by what each step took before (``weights``: output -> seconds, from the previous
     build's ``.ninja_log``), or None without weights or progress.
 
@@ -214,7 +237,8 @@ def learned_eta(done_outputs, done, total, elapsed, weights, jobs=1):
     carries this machine's speed and parallelism; until a few steps are done it says little (the real tree's resume
     finished a 0.04 s stub first and read 24 h), so it starts from what the weights imply - ``jobs`` steps at a
     time at the speed they were timed - counted as one round of ``jobs`` steps of evidence, which the measured
-    ratio soon outweighs."""
+    ratio soon outweighs. ``from_start``: the weights describe this build's sources (``census_weights``), so they
+    hold from its first step, before any known step is done, and whatever this attempt did."""
     if not weights or not total or done is None or not elapsed or elapsed <= 0:
         return None
     if done >= total:
@@ -224,10 +248,11 @@ def learned_eta(done_outputs, done, total, elapsed, weights, jobs=1):
     done_set = set(done_outputs)
     # a resumed build compiles what the previous one did not reach: when most of what this attempt did is unknown
     # to the weights, they describe other steps (the real tree's resume read 26 h for about one) - no learned ETA
-    if len(done_set & set(weights)) * 2 < len(done_set):
+    if len(done_set & set(weights)) * 2 < len(done_set) and not from_start:
         return None
-    done_weight = sum(weights.get(output, median) for output in done_set)
-    if done_weight <= 0:
+    # a step the weights do not know weighs their median (from the census: the least, a C++ step beside CUDA ones)
+    done_weight = sum(weights.get(output, values[0] if from_start else median) for output in done_set)
+    if done_weight <= 0 and not from_start:
         return None
     unseen = [seconds for output, seconds in weights.items() if output not in done_set]
     left = total - done
@@ -297,11 +322,12 @@ class ProgressFollower(object):
     prints a few lines per kernel and architecture) as it was out of a fixed 8 KiB tail. Remembers the last
     ``[N/M]``, its step, and which outputs this attempt finished (for ``learned_eta``)."""
 
-    def __init__(self, path, start=0, weights=None, clock=None, jobs=1):
+    def __init__(self, path, start=0, weights=None, clock=None, jobs=1, source_seconds=None):
         self.path = path
         self.jobs = jobs
         self.offset = start
         self.weights = weights or {}
+        self.source_seconds = source_seconds or {}
         self.clock = clock or time.time
         self.started = self.clock()
         self.progress = None
@@ -311,15 +337,16 @@ class ProgressFollower(object):
         self._partial = b""
 
     @classmethod
-    def for_build(cls, path, start, build_dir, clock=None, jobs=1):
-        """A follower whose weights come from the newest ``.ninja_log`` under ``build_dir`` (none: no weights)."""
+    def for_build(cls, path, start, build_dir, clock=None, jobs=1, source_seconds=None):
+        """A follower whose weights come from the newest ``.ninja_log`` under ``build_dir``; without one, from
+        ``source_seconds`` (``census_weights``)."""
         weights = {}
         for ninja_log in find_ninja_logs(build_dir):
             text = _read_bounded(ninja_log, MAX_NINJA_LOG)
             if text:
                 weights = parse_ninja_log(text)
                 break
-        return cls(path, start, weights, clock, jobs)
+        return cls(path, start, weights, clock, jobs, source_seconds)
 
     def update(self):
         """Read what the log gained since the last look; the state: ``{progress, step, eta_seconds}``."""
@@ -366,8 +393,10 @@ class ProgressFollower(object):
     def state(self):
         eta = None
         if self.progress:
-            eta = learned_eta(self.done_outputs, self.progress["done"], self.progress["total"],
-                              self.clock() - self.started, self.weights, self.jobs)
+            census = not self.weights and bool(self.source_seconds)
+            eta = learned_eta(self.done_outputs, self.progress["done"], self.progress["total"], self.clock() - self.started,
+                              census_weights(self.source_seconds, self.done_outputs) if census else self.weights, self.jobs,
+                              from_start=census)
         return {"progress": self.progress, "step": self.step, "eta_seconds": eta,
                 "eta_basis": "learned" if eta is not None else None, "skipped_bytes": self.skipped_bytes}
 
