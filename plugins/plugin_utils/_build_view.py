@@ -45,6 +45,12 @@ REPORT_SIGNATURES = {"build.json": b'{\n  "finished":', "build.md": b"# Fleet bu
                      "build.html": b"<!DOCTYPE html>\n<!-- gpufleet.preflight build report -->"}
 
 
+def compiles_shown(compiles):
+    """Whether a status's ``compiles`` (the admission ledger's counts of the build's compiles) can be shown."""
+    return isinstance(compiles, dict) and all(isinstance(compiles.get(k), int) and not isinstance(compiles.get(k), bool)
+                                              and 0 <= compiles[k] < 100000 for k in ("running", "frozen"))
+
+
 def duration(seconds):
     """``42s``, ``3m05s``, ``2h07m``; ``-`` for None."""
     if seconds is None:
@@ -317,6 +323,9 @@ def row(name, node):
         jobs = result["final_jobs"]
     count = backoffs(node)
     jobs_cell = "-" if jobs is None else ("%s (%d backoff%s)" % (jobs, count, "" if count == 1 else "s") if count else str(jobs))
+    compiles = status.get("compiles") if current not in FINAL else None
+    if jobs is not None and compiles_shown(compiles):   # under admission -j is ninja's width: say what really runs
+        jobs_cell = "%d of %s%s" % (compiles["running"], jobs_cell, ", %d frozen" % compiles["frozen"] if compiles.get("frozen") else "")
     limit = status.get("memory_limit_bytes") or result.get("memory_limit_bytes")
     memory = None if current in FINAL else status.get("memory_bytes")
     memory_cell = "%s / %s" % (human(memory) if memory is not None else "-", human(limit) if limit else "-")

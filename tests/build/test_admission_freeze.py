@@ -235,3 +235,33 @@ def test_a_stop_or_a_killed_launcher_leaves_no_frozen_compile_behind(tmp_path):
                     out = proc.communicate(timeout=60)[0]
                     assert proc.returncode == 0, out
             assert ledger(state) == {}, how
+
+
+def test_the_live_view_counts_the_compiles_of_its_own_build(tmp_path):
+    """Issue 35 item 9: guarded_build's status says how many of its compiles really run, wait or are frozen (the
+    build view's JOBS cell: "1 of 8"), read from the node's ledger for its own process group - another build's
+    launchers on the same ledger are not counted."""
+    from ansible_collections.gpufleet.preflight.plugins.module_utils._build._admission_setup import compiles_of_build
+    src, state = tmp_path / "src", tmp_path / "state"
+    sources(src, a=(20, 3), b=(20, 3), c=(20, 3))
+    config = write_config(tmp_path / "c.json", state_dir=str(state), peaks_path=str(tmp_path / "peaks.json"),
+                          root=str(src), cpus=1)
+    leader = subprocess.Popen(["sleep", "60"], preexec_fn=os.setpgrp)   # the build's process group, as ninja's
+    try:
+        procs = [subprocess.Popen([sys.executable, ADMISSION, "--config=" + config, "--", sys.executable, HOGCC, "cc", "-c",
+                                   str(src / name), "-o", str(tmp_path / (name + ".o"))], stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, preexec_fn=lambda: os.setpgid(0, leader.pid))
+                 for name in ("a.c", "b.c", "c.c")]
+        deadline, counts = time.time() + 30, None
+        while time.time() < deadline:
+            counts = compiles_of_build({"state_dir": str(state)}, leader.pid)
+            if counts["running"] == 1 and counts["waiting"] == 2:
+                break
+            time.sleep(0.05)
+        assert counts == {"running": 1, "frozen": 0, "waiting": 2}, counts
+        assert compiles_of_build({"state_dir": str(state)}, os.getpgrp()) == {"running": 0, "frozen": 0, "waiting": 0}
+        assert compiles_of_build(None, leader.pid) is None
+        assert all(proc.wait(timeout=120) == 0 for proc in procs)
+    finally:
+        leader.kill()
+        leader.wait()

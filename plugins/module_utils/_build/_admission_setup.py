@@ -123,6 +123,22 @@ def source_seconds(config):
                 if settings_rule.number(entry.get("seconds"), 0.01) is not None)
 
 
+def compiles_of_build(config, pgid):
+    """How many of this build's compiles the ledger holds running, frozen and waiting: its launchers are ninja's
+    children, in the build's process group ``pgid`` (other builds of the node share the ledger). None without admission."""
+    if not config or not pgid:
+        return None
+    counts = {"running": 0, "frozen": 0, "waiting": 0}
+    for pid, entry in node.load_json(os.path.join(config["state_dir"], "ledger.json")).items():
+        try:
+            mine = policy.valid_entry(pid, entry) and os.getpgid(int(pid)) == pgid
+        except OSError:
+            mine = False
+        if mine:
+            counts["frozen" if entry.get("frozen") else entry["state"]] += 1
+    return counts
+
+
 def refused_sources(config, limit_bytes):
     """Why the build cannot fit (a message naming each source that needs more than one compile may hold alone - the
     limit less what ninja needs beside it, not the budget less the reserve: a resumed build in a cgroup just big

@@ -16,6 +16,7 @@ import time
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _build_engine as engine
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _build_state as state
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._admission_setup import compiles_of_build
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build._build_engine import BuildError, Interrupted
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build._build_methods import SIGNAL_NAMES
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build._build_process import BuildProcess, kill_marked
@@ -78,6 +79,7 @@ class AttemptRunner(object):
                             self.write_status(state="running", attempt=attempt, jobs=jobs, build_pgid=build.pgid,
                                               progress=seen["progress"], step=seen["step"], steps_total=self.steps_total,
                                               eta_seconds=seen["eta_seconds"], eta_basis=seen["eta_basis"],
+                                              compiles=compiles_of_build(self.admission, build.pgid),
                                               timeline=self.timeline.to_list(),
                                               memory_bytes=usage, memory_human=human(usage),
                                               elapsed_seconds=round(now - self.started, 1))

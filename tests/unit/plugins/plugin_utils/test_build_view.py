@@ -253,3 +253,17 @@ def test_progress_counts_the_whole_build_and_says_so_when_done():
     node["result"] = {"failed": False, "attempts": [{"attempt": 2, "progress": {"done": 2, "total": 2, "percent": 100.0}}]}
     assert view.row("n", node)[2] == "[155/155] 100.0%"
     assert view.check_status(dict(node["status"], steps_total="x"))[1] == "the status file's steps_total is a string, not a number"
+
+
+@pytest.mark.parametrize("compiles, cell", [
+    (None, "8"),                                                # no admission: ninja's -j
+    ({"running": 2, "frozen": 0, "waiting": 6}, "2 of 8"),       # under admission: what really runs of ninja's width
+    ({"running": 1, "frozen": 1, "waiting": 5}, "1 of 8, 1 frozen"),
+    ({"running": "2", "frozen": 0}, "8"),                       # a bad count is not shown
+    ({"running": True, "frozen": 0}, "8"),
+])
+def test_the_jobs_cell_says_how_many_compiles_really_run(compiles, cell):
+    """Issue 35 item 9: the cold real tree's view said JOBS 2 while one compile ran for 52 minutes."""
+    node = running({"done": 3, "total": 9, "percent": 33.3})
+    node["status"].update(jobs=8, compiles=compiles)
+    assert view.row("n", node)[4] == cell
