@@ -13,7 +13,8 @@ a running compile (every ``sample_seconds`` from its start; its ``live``, ``rate
 then and stay stale until its next sample) and when a compile ends or is evicted (its launcher leaves the ledger).
 Horizon = 2 x sample_seconds + poll_seconds, the launcher's. ``rate``: "model" (the growth the model gives at the
 sample: peak / (grow x seconds) x the CPU rate, while growing) or "measured" (the launcher's: growth over the last
-max(1, 3 x sample_seconds) seconds of samples, the history restarted at a freeze). A frozen compile's entry keeps
+max(1, 3 x sample_seconds) seconds of samples or over the last interval, whichever is lower, the history restarted
+at a freeze). Before its first sample a compile is ``fresh``: the launcher counts its reservation. A frozen compile's entry keeps
 the rate sampled before its freeze (the launcher's ``rate=e.get("rate")`` while frozen).
 
 A frozen compile makes no progress, takes no CPU and keeps its memory; an evicted one loses its work and queues
@@ -61,9 +62,10 @@ class ColdRun(replay.Run):
         replay.Run.__init__(self, job, now, reserved, since)
         self.learned, self.seconds, self.pid = learned, seconds, pid
         self.live, self.rate, self.frozen, self.next_sample, self.history = 0.0, 0.0, None, now + sample, [(now, 0.0)]
+        self.fresh = True   # started, not sampled yet: the launcher counts its reservation (``fresh``)
 
     def entry(self):
-        return {"pid": self.pid, "live": self.live, "rate": self.rate, "frozen": self.frozen,
+        return {"pid": self.pid, "live": self.live, "rate": self.rate, "frozen": self.frozen, "fresh": self.fresh,
                 "started": self.started, "seconds": self.seconds, "bytes": self.reserved, "learned": self.learned,
                 "threads": 1}
 
@@ -155,11 +157,12 @@ class ColdSim(replay.Sim):
         elif self.rate_mode != "model":
             window = max(1.0, 3 * self.sample)
             run.history = [p for p in run.history if self.now - p[0] <= window + EPS] + [(self.now, live)]
-            if not run.frozen:
-                run.rate = max(live - run.history[0][1], 0.0) / max(self.now - run.history[0][0], self.sample)
+            if not run.frozen:   # the lower of the window's rate and the last interval's, as the launcher
+                run.rate = min(policy.growth_rate(run.history[0], run.history[-1], self.sample),
+                               policy.growth_rate(run.history[-2], run.history[-1], self.sample))
             else:
                 run.history = [(self.now, live)]
-        run.live = live
+        run.live, run.fresh = live, False
         run.reserved = max(run.reserved, live * replay.MARGIN)
         run.next_sample += self.sample
 
