@@ -237,6 +237,30 @@ def test_a_stop_or_a_killed_launcher_leaves_no_frozen_compile_behind(tmp_path):
             assert ledger(state) == {}, how
 
 
+def test_a_build_near_its_limit_never_freezes_another_builds_compiles(tmp_path):
+    """Two builds on one ledger (the node's one queue), each in its own cgroup: A at 300 MiB with two compiles that
+    grow to 200 MiB, B at 1,000 MiB with one that starts last. A's pressure freezes one of A's compiles - never B's,
+    whose cgroup has room (one decision over both, against the smaller budget, froze B's youngest compile first)."""
+    src, state = tmp_path / "src", tmp_path / "state"
+    sources(src, a1=(200, 6), a2=(200, 6), b1=(200, 6))
+    common = dict(state_dir=str(state), peaks_path=str(tmp_path / "peaks.json"), root=str(src), cpus=4, settle_seconds=0.3)
+    small = write_config(tmp_path / "a.json", **common)
+    large = write_config(tmp_path / "b.json", **common)
+    with memory_cgroup("fair-a", 300) as group_a, memory_cgroup("fair-b", 1000) as group_b:
+        procs = [launch(small, src, name, tmp_path, group_a) for name in ("a1.c", "a2.c")]
+        deadline = time.time() + 30
+        while len(events(state, "start")) < 2 and time.time() < deadline:
+            time.sleep(0.05)
+        procs.append(launch(large, src, "b1.c", tmp_path, group_b))
+        outs = [proc.communicate(timeout=180)[0] for proc in procs]
+        kills = oom_kills(group_a) + oom_kills(group_b)
+    assert all(proc.returncode == 0 for proc in procs), outs
+    assert kills == 0, events(state)
+    relieved = events(state, "freeze") + events(state, "evict")
+    assert relieved and all(row["source"].startswith("a") for row in relieved), events(state)
+    assert ledger(state) == {}
+
+
 def test_the_live_view_counts_the_compiles_of_its_own_build(tmp_path):
     """Issue 35 item 9: guarded_build's status says how many of its compiles really run, wait or are frozen (the
     build view's JOBS cell: "1 of 8"), read from the node's ledger for its own process group - another build's

@@ -92,7 +92,7 @@ def read_ledger(config):
 
 def live_budget(config, ledger, group):
     """This build's budget, re-read now (issue 35 item 2: a limit lowered mid-build), written into the entries of its
-    cgroup; what the launchers of the node hold themselves (item 5)."""
+    cgroup; what the launchers of the node hold themselves (item 5), and what this build holds beyond its compiles."""
     held = sum(e.get("live") or 0 for e in ledger.values() if e.get("state") == "running")
     limit, available = node.cgroup_limit(), node.mem_available()
     room = settings_rule.budget(config, limit, available, held)
@@ -104,15 +104,31 @@ def live_budget(config, ledger, group):
     used, now, horizon = node.working_set(), time.time(), 2 * float(config["sample_seconds"]) + float(config["poll_seconds"])
     beyond = used - sum(pressure.held_now(e, now, horizon) for e in ledger.values()
                         if e.get("group") == group and e.get("state") == "running") if used is not None else 0
-    return room, max(sum(e.get("self_bytes") or 0 for e in ledger.values()), beyond)
+    launchers = sum(e.get("self_bytes") or 0 for e in ledger.values())
+    own = sum(e.get("self_bytes") or 0 for e in ledger.values() if e.get("group") == group)
+    # admission counts every build's launchers (the node's memory is shared), the freeze this build's own overhead
+    return room, max(launchers, beyond), max(own, beyond)
 
 
-def relieve(config, ledger, room, overhead):
-    """Freeze, thaw or evict what runs as ``_admission_pressure.decide`` says (issue 35 item 1); each action logged."""
-    running = [dict(e, pid=pid) for pid, e in ledger.items() if e["state"] == "running" and not e.get("evicted")
-               and e.get("live") is not None]
+def relieve(config, ledger, room, overhead, group):
+    """Freeze, thaw or evict what runs as ``_admission_pressure.decide`` says (issue 35 item 1), build by build: the
+    compiles of each memory cgroup against that cgroup's budget (the kernel kills within the cgroup whose limit is
+    crossed; one build near its limit must not freeze another's compiles - fair between builds on one ledger, item 3);
+    this build's overhead as measured, another's as its launchers' own memory. Each action logged."""
     horizon = 2 * float(config["sample_seconds"]) + float(config["poll_seconds"])
-    budget = min([e.get("budget", room) for e in running] + [room])
+    builds = {}
+    for pid, e in ledger.items():
+        if e["state"] == "running" and not e.get("evicted") and e.get("live") is not None:
+            builds.setdefault(e.get("group"), []).append(dict(e, pid=pid))
+    for build_group, running in sorted(builds.items(), key=lambda item: str(item[0])):
+        mine = build_group == group
+        budget = min([e.get("budget", room) for e in running] + ([room] if mine else []))
+        spent = overhead if mine else sum(e.get("self_bytes") or 0 for e in ledger.values() if e.get("group") == build_group)
+        relieve_build(config, ledger, running, budget, horizon, spent)
+
+
+def relieve_build(config, ledger, running, budget, horizon, overhead):
+    """``relieve`` for the running compiles of one build."""
     for action, pid in pressure.decide(running, budget, horizon, time.time(), overhead):
         entry = ledger[pid]
         if not node.signal_compile(entry, action):
@@ -132,10 +148,10 @@ def relieve(config, ledger, room, overhead):
 def schedule(config, ledger, cpus, group):
     """The one decision, taken under the lock by whichever launcher holds it: relieve the memory of what runs, then
     start what ``pick_next`` picks until nothing more fits (its launcher sees ``running`` and runs it)."""
-    room, overhead = live_budget(config, ledger, group)
+    room, overhead, own_overhead = live_budget(config, ledger, group)
     margin = float(config["margin"])
     if config.get("freeze"):
-        relieve(config, ledger, room, overhead)
+        relieve(config, ledger, room, own_overhead, group)
     while True:
         entries = [dict(entry, pid=pid) for pid, entry in ledger.items() if not entry.get("evicted")]
         running = [e for e in entries if e["state"] == "running"]
