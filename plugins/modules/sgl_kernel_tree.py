@@ -105,6 +105,13 @@ fetchcontent:
       description: "C(name (pinned <GIT_TAG>, found <commit>)) for each offline copy at another commit than the tree pins."
       type: list
       elements: str
+    unverified:
+      description:
+        - "C(name (pinned <GIT_TAG>: <why>)) for each offline copy whose pin could not be checked: exported without
+          C(.git) and not made by playbooks/prepare_offline_sources.yml (no record of its commit), or a tag name that
+          does not resolve in it. Each is also a warning: such a copy may be another version of the source."
+      type: list
+      elements: str
     cmake_args:
       description: C(-DFETCHCONTENT_SOURCE_DIR_<NAME>=<dir>) for each name found in O(offline_dir) (not those of O(sources)).
       type: list
@@ -191,6 +198,9 @@ def main():
             module.fail_json(msg="sources: %s must map to an absolute path, got %r" % (name, path))
     if params["src"]:
         result["fetchcontent"] = scan_fetchcontent(params["src"], params["offline_dir"], params["sources"])
+        for unchecked in result["fetchcontent"]["unverified"]:
+            module.warn("offline source %s - not checked against the tree's pin: make it with playbooks/"
+                        "prepare_offline_sources.yml, or copy it with its .git" % unchecked)
         result["identity"] = tree_identity(params["src"])
     # failures are stored and reported outside the except blocks: fail_json there would carry the traceback
     problem = None

@@ -135,3 +135,7 @@ def test_a_folder_at_another_commit_than_the_pin_is_named(tmp_path):
     assert _sgl_tree.pin_check("v1.3.0", str(loose / "tagged"))[0] == "mismatch"
     bare = _sgl_tree.scan_fetchcontent(str(tree), str(copied))
     assert set(entry["pin"] for entry in bare["declared"]) == {"unverified"} and bare["wrong_commit"] == []
+    # ... and named, so that a copy of another version is not taken for checked (issue 35 item 9)
+    assert bare["unverified"] == ["%s (pinned %s: no .git and no prepare_offline_sources record)" % (name, pins[name])
+                                  for name in sorted(pins)], bare["unverified"]
+    assert found["unverified"] == [] and again["unverified"] == []

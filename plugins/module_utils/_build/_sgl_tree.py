@@ -428,7 +428,17 @@ def scan_fetchcontent(src, offline_dir=None, sources=None, max_depth=4):
     return {"declared": declared, "missing": [entry["name"] for entry in declared if entry["source_dir"] is None],
             "wrong_commit": ["%s (pinned %s, found %s)" % (entry["name"], entry["git_tag"], entry["commit"][:12])
                              for entry in declared if entry.get("pin") == "mismatch"],
+            "unverified": unverified_pins(declared),
             "cmake_args": offline_cmake_args(declared, sources), "errors": errors}
+
+
+def unverified_pins(declared):
+    """``name (pinned <GIT_TAG>: <why>)`` for each offline copy whose literal pin could not be checked: no ``.git``
+    and no record of prepare_offline_sources.yml to read its commit from (an export), or a tag name neither resolves
+    (a pin through a variable says nothing to check)."""
+    return ["%s (pinned %s: %s)" % (entry["name"], entry["git_tag"], "no .git and no prepare_offline_sources record"
+                                    if entry.get("commit") is None else "the tag does not resolve here")
+            for entry in declared if entry.get("pin") == "unverified" and entry.get("git_tag") and "${" not in entry["git_tag"]]
 
 
 def offline_cmake_args(declared, sources=None):
