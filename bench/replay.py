@@ -23,7 +23,7 @@ dominates), and the compile is retried. Policies (each a small class below):
   other unknown one, until it has shown its peak.
 
 Knowledge: ``warm`` (this node's own peaks and times), ``seeded`` (peaks from another node, times off by a
-log-normal factor), ``cold`` (nothing known; learned as the build goes). Lower bound of a build =
+log-normal factor), ``fleet`` (the fleet's merge of three such nodes: the median time), ``cold`` (nothing known; learned as the build goes). Lower bound of a build =
 max(total CPU / cores, longest compile, sum(peak x seconds) / budget); budget = memory less the 0.5 GiB reserve.
     python bench/replay.py [--record FILE | --ninja-log BUILD --peaks peaks.json] [--shapes 2x16,32x64] [--orders N]
 """
@@ -64,12 +64,17 @@ def lower_bound(jobs, cores, budget, margin=1.0):
 
 
 def knowledge(jobs, kind, rng=None, spread=0.3):
-    """What the scheduler knows before the build: {name: (peak, seconds)}."""
+    """What the scheduler knows before the build: {name: (peak, seconds)}. ``seeded``: one other node's times, each off
+    by a log-normal factor; ``fleet``: the fleet's merge of three such nodes (merge_admission_peaks keeps the median
+    time of the nodes that finished a source)."""
     if kind == "cold":
         return {}
     if kind == "warm":
         return dict((j.name, (j.peak, j.seconds)) for j in jobs)
     rng = rng or random.Random(29)
+    if kind == "fleet":
+        return dict((j.name, (j.peak, sorted(j.seconds * math.exp(rng.gauss(0, spread)) for _node in range(3))[1]))
+                    for j in jobs)
     return dict((j.name, (j.peak, j.seconds * math.exp(rng.gauss(0, spread)))) for j in jobs)
 
 

@@ -70,7 +70,8 @@ def product_path(jobs, shapes, orders=0, seed=29):
     for cores, mem_gib in shapes:
         bound = replay.lower_bound(jobs, cores, mem_gib * replay.GIB - replay.RESERVE)[0]
         warm = replay_cold.cold(jobs, cores, mem_gib, "warm")
-        for row, kind, rate in (("warm", "warm", "model"), ("seeded", "seeded", "model"), ("cold", "cold", "model"),
+        for row, kind, rate in (("warm", "warm", "model"), ("seeded", "seeded", "model"),
+                                ("seeded by the fleet (3 nodes)", "fleet", "model"), ("cold", "cold", "model"),
                                 ("cold, measured rate", "cold", "measured")):
             result = warm if row == "warm" else replay_cold.cold(jobs, cores, mem_gib, kind, random.Random(seed), rate=rate)
             shuffled, rng = [], random.Random(seed)

@@ -393,8 +393,10 @@ def merge_fleet_peaks(*tables):
     """The fleet's peaks from every node's peaks.json (the controller's merge, seeding the next build): valid entries
     only, as the launcher reads them; per key the largest finished peak (the safe seed), a killed one only where no
     node finished the source; its thread points the largest of each count over the finished entries (issue 36
-    finding 2: the winner's own points were kept unchecked, so one node's small point was every node's)."""
-    merged, points = {}, {}
+    finding 2: the winner's own points were kept unchecked, so one node's small point was every node's); its time the
+    median of the finished entries' (each node's time is off by its own speed and load: the median of several orders
+    the longest compiles better than any one node's - issue 35, seeded builds)."""
+    merged, points, times = {}, {}, {}
     for table in tables:
         for key, entry in (table if isinstance(table, dict) else {}).items():
             entry, before = valid_peak(entry), merged.get(key)
@@ -403,11 +405,22 @@ def merge_fleet_peaks(*tables):
             if not entry.get("killed"):
                 for threads, peak in threads_rule.thread_points(entry).items():
                     points.setdefault(key, {})[threads] = max(peak, points.get(key, {}).get(threads, 0))
+                if entry.get("seconds") is not None:
+                    times.setdefault(key, []).append(float(entry["seconds"]))
             if not before or (not entry.get("killed"), entry["peak_bytes"]) > (not before.get("killed"), before["peak_bytes"]):
                 merged[key] = entry
     for key, found in points.items():
         merged[key] = dict(merged[key], by_threads=dict((str(t), p) for t, p in sorted(found.items())))
+    for key, seconds in times.items():
+        if len(seconds) > 1 and not merged[key].get("killed"):
+            merged[key] = dict(merged[key], seconds=median(seconds))
     return merged
+
+
+def median(values):
+    """The median of a non-empty list of numbers (the mean of the middle two for an even count)."""
+    ordered, middle = sorted(values), len(values) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2.0
 
 
 def oom_killed(entry):

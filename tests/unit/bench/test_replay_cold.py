@@ -86,23 +86,25 @@ COLD_OVER_WARM = {(2, 16): 1.01, (32, 64): 1.30, (112, 449): 1.0}
 COLD_MEASURED_OVER_WARM = {(2, 16): 1.01, (32, 64): 1.32, (112, 449): 1.0}
 WARM_OVER_BOUND = {(2, 16): 1.15, (32, 64): 1.08, (112, 449): 1.0}
 SEEDED_OVER_BOUND = {(2, 16): 1.18, (32, 64): 1.19, (112, 449): 1.0}
+# seeded by the fleet's merge of three nodes (the median time of each source): within issue 35's 1.15x on every shape
+FLEET_OVER_BOUND = {(2, 16): 1.15, (32, 64): 1.13, (112, 449): 1.0}
 
 
 def test_the_products_cold_path_on_the_real_tree():
     """Fully cold through the product's path: 0 OOM kills and <= 1.3x its warm on every shape (32 / 64 GiB: 1.299x,
     at the target; 1.32x with the launcher's measured rate; 2 / 16 GiB: 1.00x). Warm 1.14x the bare bound on 2 / 16
     GiB since ``drained_by`` answers when the longest runs alone (it answered "never" for fp8_gemm_kernel.cu, whose
-    peak x margin is over the budget: 1.21x). Gap against issue 35, asserted as it stands: seeded is 1.16x on 2 / 16
-    and 1.18x on 32 / 64 GiB (target 1.15x)."""
+    peak x margin is over the budget: 1.21x). Seeded from one other node 1.16x on 2 / 16 and 1.18x on 32 / 64 GiB
+    (target 1.15x); from the fleet's merge of three (median times) 1.14x and 1.12x."""
     rows = replay_product.product_path(replay.load_record(replay.DEFAULT_RECORD), replay.SHAPES)
-    assert len(rows) == 4 * len(replay.SHAPES)
+    assert len(rows) == 5 * len(replay.SHAPES)
     for r in rows:
         shape, result = (r["cores"], r["memory_gib"]), r["result"]
         assert result["oom_kills"] == 0 and not result["failed"], (shape, r["row"], result)
         if r["row"].startswith("cold"):
             ratio = (COLD_MEASURED_OVER_WARM if r["row"] == "cold, measured rate" else COLD_OVER_WARM)[shape]
             assert result["makespan"] <= ratio * r["warm_s"] + replay.EPS, (shape, r["row"], result["makespan"] / r["warm_s"])
-        limit = {"warm": WARM_OVER_BOUND, "seeded": SEEDED_OVER_BOUND}.get(r["row"])
+        limit = {"warm": WARM_OVER_BOUND, "seeded": SEEDED_OVER_BOUND, "seeded by the fleet (3 nodes)": FLEET_OVER_BOUND}.get(r["row"])
         if limit:
             assert result["makespan"] <= limit[shape] * r["bound_s"] + replay.EPS, (shape, r["row"], result["makespan"] / r["bound_s"])
     cold = dict(((r["cores"], r["memory_gib"]), r["result"]) for r in rows if r["row"] == "cold")

@@ -375,3 +375,15 @@ def test_an_evicted_compile_goes_first_claiming_what_it_held_then_alone():
     assert policy.claim(evicted, 16 * GIB, 8) == 3 * GIB          # not cut to the room per CPU
     assert policy.claim(dict(evicted, alone=True), 16 * GIB, 8) == 16 * GIB
     assert policy.pick_next([job("long", 1, 900), evicted], [], 16 * GIB, 8)["pid"] == "e"
+
+
+def test_the_fleet_merge_keeps_the_median_time_of_the_nodes_that_finished():
+    """Issue 35, seeded builds: each node's time is off by its own speed and load; the merged entry keeps the largest
+    peak but the median time of the finished entries (a killed one's partial time is no time), so one slow or quick
+    node does not reorder the fleet's longest-first."""
+    nodes = [{"s.cu": {"peak_bytes": p * MIB, "seconds": s}} for p, s in ((300, 100.0), (310, 160.0), (290, 90.0))]
+    killed = {"s.cu": {"peak_bytes": 400 * MIB, "seconds": 5.0, "killed": True}}
+    merged = policy.merge_fleet_peaks(*(nodes + [killed]))["s.cu"]
+    assert merged["peak_bytes"] == 310 * MIB and merged["seconds"] == 100.0
+    assert policy.merge_fleet_peaks(*nodes[:2])["s.cu"]["seconds"] == 130.0
+    assert policy.merge_fleet_peaks(nodes[0])["s.cu"] == nodes[0]["s.cu"]       # one node: its entry as it is
