@@ -14,7 +14,10 @@ description:
   - Merges the C(peaks.json) files the memory-admission launcher writes on each node (keyed by the tree's identity,
     the source's path and its arch flags) into one table the controller hands to every node before its next build
     (the launcher's C(seed_peaks)), so a node that never built the tree starts seeded instead of cold.
-  - Per key the largest finished peak wins; a compile that was killed counts only where no node finished it.
+  - Per key the largest finished peak wins; a compile that was killed counts only where no node finished it. The
+    merged compile time is the median of the nodes that finished it (each node's times are off by its own speed and
+    load; the median orders the longest compiles better than any one node's), and the thread points the largest of
+    each count.
   - Entries the launcher itself would not trust (a negative, zero, NaN or string peak, a list) are dropped, and so is
     a file that is not JSON, not an object, or larger than the launcher reads (64 MiB).
 options:
