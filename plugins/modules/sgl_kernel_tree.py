@@ -41,6 +41,14 @@ options:
     description: "C(NAME: path) for sources elsewhere; wins over O(offline_dir)."
     type: dict
     default: {}
+  known_trees:
+    description:
+      - "C(commit: tree hash) (or C(commit: {tree: hash})) of pinned commits: an offline copy with no C(.git) and no
+        record of playbooks/prepare_offline_sources.yml is checked by its files - their git tree hash, submodule
+        paths left out - against its pin's. The sgl_kernel role passes the trees it ships for the sgl-kernel
+        versions it knows (C(files/offline-trees.json))."
+    type: dict
+    default: {}
   build_ninja:
     description: A generated C(build.ninja).
     type: path
@@ -167,6 +175,7 @@ def main():
             src=dict(type="path"),
             offline_dir=dict(type="path"),
             sources=dict(type="dict", default={}),
+            known_trees=dict(type="dict", default={}),
             build_ninja=dict(type="path"),
             keep_archs=dict(type="list", elements="str"),
             cmake_cache=dict(type="path"),
@@ -197,7 +206,8 @@ def main():
         if not isinstance(path, str) or not os.path.isabs(path):
             module.fail_json(msg="sources: %s must map to an absolute path, got %r" % (name, path))
     if params["src"]:
-        result["fetchcontent"] = scan_fetchcontent(params["src"], params["offline_dir"], params["sources"])
+        result["fetchcontent"] = scan_fetchcontent(params["src"], params["offline_dir"], params["sources"],
+                                                   known_trees=params["known_trees"])
         for unchecked in result["fetchcontent"]["unverified"]:
             module.warn("offline source %s - not checked against the tree's pin: make it with playbooks/"
                         "prepare_offline_sources.yml, or copy it with its .git" % unchecked)

@@ -136,6 +136,52 @@ def test_a_folder_at_another_commit_than_the_pin_is_named(tmp_path):
     bare = _sgl_tree.scan_fetchcontent(str(tree), str(copied))
     assert set(entry["pin"] for entry in bare["declared"]) == {"unverified"} and bare["wrong_commit"] == []
     # ... and named, so that a copy of another version is not taken for checked (issue 35 item 9)
-    assert bare["unverified"] == ["%s (pinned %s: no .git and no prepare_offline_sources record)" % (name, pins[name])
+    assert bare["unverified"] == ["%s (pinned %s: no .git, no prepare_offline_sources record and no known tree of that commit)"
+                                  % (name, pins[name])
                                   for name in sorted(pins)], bare["unverified"]
     assert found["unverified"] == [] and again["unverified"] == []
+
+
+def test_an_export_without_git_is_checked_by_its_files(tmp_path):
+    """Issue 35 item 9: a source exported without .git (git archive, a tarball, an rsync) and not made by
+    prepare_offline_sources has no commit to read; its files are. Their git tree hash (submodule paths left out, as
+    an export cannot show a submodule's commit) against the pinned commit's: the export of the pin matches - with a
+    submodule folder filled in -, an edited file is named as another commit's files, an unknown pin stays unverified."""
+    sys.path.insert(0, os.path.join(REPO, "tests", "tools"))
+    import offline_trees  # noqa: E402 pylint: disable=import-outside-toplevel,import-error
+    repo = tmp_path / "upstream"
+    (repo / "include" / "nested").mkdir(parents=True)
+    (repo / "CMakeLists.txt").write_text("project(dep NONE)\n")
+    (repo / "include" / "nested" / "dep.h").write_text("#pragma once\n")
+    (repo / "run.sh").write_text("#!/bin/sh\n")
+    (repo / "run.sh").chmod(0o755)
+    os.symlink("include/nested/dep.h", str(repo / "dep.h"))
+    (repo / ".gitmodules").write_text('[submodule "third/sub"]\n\tpath = third/sub\n\turl = https://example.invalid/sub\n')
+    git(str(repo), "init", "-q")
+    git(str(repo), "add", "-A")
+    git(str(repo), "update-index", "--add", "--cacheinfo", "160000,%s,third/sub" % ("ab" * 20))   # a gitlink
+    git(str(repo), "commit", "-q", "-m", "pinned")
+    pinned = git(str(repo), "rev-parse", "HEAD")
+    tree, subs = offline_trees.commit_tree(str(repo / ".git"), pinned)
+    assert subs == ["third/sub"]
+    offline = tmp_path / "offline" / "dep"
+    offline.mkdir(parents=True)
+    archive = subprocess.Popen(["git", "-C", str(repo), "archive", pinned], stdout=subprocess.PIPE)
+    subprocess.check_call(["tar", "-x", "-C", str(offline)], stdin=archive.stdout)
+    assert archive.wait() == 0 and not (offline / ".git").exists()
+    (offline / "third" / "sub").mkdir(parents=True, exist_ok=True)
+    (offline / "third" / "sub" / "sub.h").write_text("// the submodule, filled in\n")
+    src = tmp_path / "tree"
+    src.mkdir()
+    (src / "CMakeLists.txt").write_text("include(FetchContent)\nFetchContent_Declare(dep GIT_REPOSITORY x GIT_TAG %s)\n" % pinned)
+    known = {pinned: {"name": "dep", "tree": tree}}
+
+    def verdict():
+        found = _sgl_tree.scan_fetchcontent(str(src), str(tmp_path / "offline"), known_trees=known)
+        return found["declared"][0]["pin"], found["wrong_commit"], found["unverified"]
+
+    assert verdict() == ("match", [], [])
+    assert _sgl_tree.scan_fetchcontent(str(src), str(tmp_path / "offline"))["unverified"] == [
+        "dep (pinned %s: no .git, no prepare_offline_sources record and no known tree of that commit)" % pinned]
+    (offline / "include" / "nested" / "dep.h").write_text("#pragma once\n// another version\n")
+    assert verdict() == ("mismatch", ["dep (pinned %s, found other files than that commit's)" % pinned], [])

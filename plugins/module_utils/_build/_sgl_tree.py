@@ -30,7 +30,14 @@ import json
 import os
 import re
 import stat
+import sys
 import zlib
+
+try:    # in the collection
+    from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _source_digest as source_digest
+except ImportError:     # loaded by path (tests, bench)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import _source_digest as source_digest  # pylint: disable=import-error
 
 _COMMENT = re.compile(r"#\[(=*)\[.*?\]\1\]|#[^\n]*", re.S)
 _DECLARE = re.compile(r"\bFetchContent_Declare\s*\(([^)]*)\)", re.I | re.S)
@@ -353,11 +360,29 @@ def stamp_of(folder):
     return data if isinstance(data, dict) else None
 
 
-def pin_check(git_tag, folder):
+def known_tree(known_trees, git_tag):
+    """The tree hash ``known_trees`` (``{commit: tree hash, or {"tree": ...}}``) gives for a commit pin (full or
+    abbreviated), or None."""
+    if not git_tag or not _HEX.match(git_tag):
+        return None
+    for commit, value in (known_trees or {}).items():
+        tree = value.get("tree") if isinstance(value, dict) else value
+        if isinstance(commit, str) and commit.lower().startswith(git_tag.lower()) and isinstance(tree, str) and _HEX.match(tree):
+            return tree.lower()
+    return None
+
+
+def pin_check(git_tag, folder, known_trees=None):
     """Whether the offline copy in ``folder`` is the commit the tree pins (``GIT_TAG``): ``(verdict, found)``,
-    verdict ``match``, ``mismatch`` or ``unverified`` (no pin, a pin through a variable, no commit to read, or a tag
-    name the folder cannot resolve); ``found`` the commit read (None when none)."""
+    verdict ``match``, ``mismatch`` or ``unverified`` (no pin, a pin through a variable, no commit to read and no
+    known tree of the pin to compare its files with, or a tag name the folder cannot resolve); ``found`` the commit
+    read (None when none). Without ``.git`` or a record, the folder's files are compared with the pinned commit's
+    tree (``known_trees``, _source_digest): the same files are that commit."""
     commit, how = checkout_commit(folder)
+    expected = known_tree(known_trees, git_tag) if commit is None else None
+    if expected:
+        verdict = source_digest.check_folder(folder, expected)[0]
+        return verdict, (git_tag.lower() if verdict == "match" else None)
     if not git_tag or "${" in git_tag or commit is None:
         return "unverified", commit
     if _HEX.match(git_tag):   # a commit, full or abbreviated
@@ -372,7 +397,7 @@ def pin_check(git_tag, folder):
     return ("match" if tagged == commit else "mismatch"), commit
 
 
-def scan_fetchcontent(src, offline_dir=None, sources=None, max_depth=4):
+def scan_fetchcontent(src, offline_dir=None, sources=None, max_depth=4, known_trees=None):
     """Every FetchContent name the tree at ``src`` declares, and those its offline sources declare in turn.
 
     Only sub-projects (FetchContent_MakeAvailable, add_subdirectory(${<name>_SOURCE_DIR})) are walked into:
@@ -413,7 +438,7 @@ def scan_fetchcontent(src, offline_dir=None, sources=None, max_depth=4):
                     continue
                 seen.add(key)
                 found = find_offline_dir(entry["name"], offline_dir, sources)
-                verdict, commit = pin_check(entry["git_tag"], found) if found else (None, None)
+                verdict, commit = pin_check(entry["git_tag"], found, known_trees) if found else (None, None)
                 entry.update(declared_in=os.path.relpath(path, src) if parent is None else
                              "%s: %s" % (parent, os.path.relpath(path, top)),
                              depth=depth, source_dir=found, commit=commit, pin=verdict)
@@ -426,7 +451,8 @@ def scan_fetchcontent(src, offline_dir=None, sources=None, max_depth=4):
                 walked.add(key)
                 queue.append((entry["source_dir"], entry["name"], depth + 1))
     return {"declared": declared, "missing": [entry["name"] for entry in declared if entry["source_dir"] is None],
-            "wrong_commit": ["%s (pinned %s, found %s)" % (entry["name"], entry["git_tag"], entry["commit"][:12])
+            "wrong_commit": ["%s (pinned %s, found %s)" % (entry["name"], entry["git_tag"],
+                                                            (entry["commit"] or "")[:12] or "other files than that commit's")
                              for entry in declared if entry.get("pin") == "mismatch"],
             "unverified": unverified_pins(declared),
             "cmake_args": offline_cmake_args(declared, sources), "errors": errors}
@@ -436,7 +462,8 @@ def unverified_pins(declared):
     """``name (pinned <GIT_TAG>: <why>)`` for each offline copy whose literal pin could not be checked: no ``.git``
     and no record of prepare_offline_sources.yml to read its commit from (an export), or a tag name neither resolves
     (a pin through a variable says nothing to check)."""
-    return ["%s (pinned %s: %s)" % (entry["name"], entry["git_tag"], "no .git and no prepare_offline_sources record"
+    return ["%s (pinned %s: %s)" % (entry["name"], entry["git_tag"], "no .git, no prepare_offline_sources record and no "
+                                    "known tree of that commit"
                                     if entry.get("commit") is None else "the tag does not resolve here")
             for entry in declared if entry.get("pin") == "unverified" and entry.get("git_tag") and "${" not in entry["git_tag"]]
 
