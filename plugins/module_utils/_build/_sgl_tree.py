@@ -451,11 +451,16 @@ def scan_fetchcontent(src, offline_dir=None, sources=None, max_depth=4, known_tr
                 walked.add(key)
                 queue.append((entry["source_dir"], entry["name"], depth + 1))
     return {"declared": declared, "missing": [entry["name"] for entry in declared if entry["source_dir"] is None],
-            "wrong_commit": ["%s (pinned %s, found %s)" % (entry["name"], entry["git_tag"],
-                                                            (entry["commit"] or "")[:12] or "other files than that commit's")
-                             for entry in declared if entry.get("pin") == "mismatch"],
+            "wrong_commit": [wrong_commit(entry) for entry in declared if entry.get("pin") == "mismatch"],
             "unverified": unverified_pins(declared),
             "cmake_args": offline_cmake_args(declared, sources), "errors": errors}
+
+
+def wrong_commit(entry):
+    """``name (pinned <GIT_TAG>, found <commit>)`` of an offline copy at another commit than its pin (or holding
+    other files than the pinned commit's, when it was checked by its files)."""
+    return "%s (pinned %s, found %s)" % (entry["name"], entry["git_tag"],
+                                         (entry["commit"] or "")[:12] or "other files than that commit's")
 
 
 def unverified_pins(declared):
