@@ -23,7 +23,8 @@ dominates), and the compile is retried. Policies (each a small class below):
   other unknown one, until it has shown its peak.
 
 Knowledge: ``warm`` (this node's own peaks and times), ``seeded`` (peaks from another node, times off by a
-log-normal factor), ``fleet`` (the fleet's merge of three such nodes: the median time), ``cold`` (nothing known; learned as the build goes). Lower bound of a build =
+log-normal factor), ``fleet`` (the fleet's merge of three such nodes: the median time),
+``cold`` (nothing known; learned as the build goes). Lower bound of a build =
 max(total CPU / cores, longest compile, sum(peak x seconds) / budget); budget = memory less the 0.5 GiB reserve.
     python bench/replay.py [--record FILE | --ninja-log BUILD --peaks peaks.json] [--shapes 2x16,32x64] [--orders N]
 """
