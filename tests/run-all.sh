@@ -66,10 +66,16 @@ run_lanes() {
   pid_b=$!
   rc_a=running rc_b=running
   while [ "$rc_a" = running ] || [ "$rc_b" = running ]; do
-    local ended rc waiting=()
+    local ended="" rc waiting=()
     [ "$rc_a" = running ] && waiting+=("$pid_a")
     [ "$rc_b" = running ] && waiting+=("$pid_b")
     wait -n -p ended "${waiting[@]}" && rc=0 || rc=$?
+    if [ -z "$ended" ]; then
+      # bash had already reaped the lane left (stopped after the other failed): nothing to wait for, it is over
+      [ "$rc_a" = running ] && rc_a=$rc
+      [ "$rc_b" = running ] && rc_b=$rc
+      continue
+    fi
     if [ "$ended" = "$pid_a" ]; then rc_a=$rc; else rc_b=$rc; fi
     if [ "$rc" != 0 ]; then
       echo "a lane failed (rc $rc): stopping the other"
