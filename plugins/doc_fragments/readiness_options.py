@@ -270,6 +270,17 @@ options:
         off and resumed by itself.
     type: int
     default: 60
+  oom_ignore_cgroups:
+    description:
+      - 'Names (shell globs) of cgroups below this node''s memory cgroup whose OOM kills are not this node''s: another
+        tenant under its own limit, a sandbox. A kill in any cgroup of its path below the node''s own that matches
+        is reported by name and passes; a global OOM, or one at the node''s own cgroup (the build''s container), always
+        counts.'
+      - The default leaves out the cgroups this collection's test suite makes its deliberate OOM kills in (C(gpufleet-test-*)),
+        so a check right after C(make test) on the same machine is not held back by them.
+    type: list
+    elements: str
+    default: [gpufleet-test-*]
   required_mounts:
     description:
       - Paths that must each be a mount point, mounted read-write, with O(min_free_scratch) free (node profile), for

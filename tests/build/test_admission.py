@@ -106,7 +106,7 @@ def test_fixed_jobs_oom_while_admission_fits(tmp_path):
 
 def test_launcher_reads_its_cgroup_limit_and_reclaims_dead_entries(tmp_path):
     base = own_memory_cgroup()
-    group = os.path.join(base, "gpufleet-admit-test-%d" % os.getpid())
+    group = os.path.join(base, "gpufleet-test-admit-%d" % os.getpid())
     os.mkdir(group)
     try:
         with open(os.path.join(group, "memory.limit_in_bytes"), "w") as handle:

@@ -28,7 +28,7 @@ MIB = 1024 ** 2
 def memory_cgroup(name, limit_mib):
     """A child of this process's memory cgroup with a limit (no swap here: /proc/swaps is empty on these machines,
     and memsw is set where it exists); removed afterwards."""
-    path = os.path.join(own_memory_cgroup(), "gpufleet-freeze-%s-%d" % (name, os.getpid()))
+    path = os.path.join(own_memory_cgroup(), "gpufleet-test-freeze-%s-%d" % (name, os.getpid()))
     os.mkdir(path)
     try:
         set_limit(path, limit_mib)

@@ -44,7 +44,7 @@ VENV_BIN = os.path.join(REPO_ROOT, ".venv", "bin")
 ANSIBLE_CONFIG = os.path.join(REPO_ROOT, "ansible.cfg")
 COLLECTIONS_PATH = os.path.join(REPO_ROOT, ".tmp", "collections")
 
-RUN_ID_PREFIX = "gpufleet-"
+RUN_ID_PREFIX = "gpufleet-test-"   # the policy default oom_ignore_cgroups leaves the fleet's kills out of the host's verdict
 RUN_ID_RE = re.compile(r"^gpufleet-(\d+)-[0-9a-f]{8}$")
 DEFAULT_FLEET_SIZE = 8
 NODE_PYTHON = "/usr/bin/python3"

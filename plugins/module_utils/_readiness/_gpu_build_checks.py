@@ -12,6 +12,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import fnmatch
+
 from ansible_collections.gpufleet.preflight.plugins.module_utils._constants import GUARDED_BUILD_CGROUP_PREFIX
 from ansible_collections.gpufleet.preflight.plugins.module_utils._human import human, parse_size
 from ansible_collections.gpufleet.preflight.plugins.module_utils._paths import is_within
@@ -403,6 +405,18 @@ def confined_to_guarded_build(kill):
     return not kill.get("global") and any(part.startswith(GUARDED_BUILD_CGROUP_PREFIX) for part in where.split("/"))
 
 
+def ignored_tenant(kill, domain, patterns):
+    """The name of the cgroup below the node's memory domain that one of ``patterns`` (the policy's
+    ``oom_ignore_cgroups``, shell globs) matches, where the kill happened - another tenant's limit, say the test
+    suite's deliberate kills - or None. A global OOM, or a kill at the domain itself (the node's own container: the
+    seed's case), is never ignored."""
+    where = kill.get("cgroup") or kill.get("oom_cgroup") or ""
+    if kill.get("global") or not patterns or not domain or not where or not is_within(where, domain):
+        return None
+    below = [part for part in where[len(domain.rstrip("/")):].split("/") if part]
+    return next((part for part in below if any(fnmatch.fnmatchcase(part, p) for p in patterns)), None)
+
+
 def describe_oom_kill(kill, domain):
     """The latest kill for a person: the victim and its cgroup, what killed it, and what to do -- a global OOM whose
     victim lives outside this node's memory domain is another workload's doing, not this node's build."""
@@ -438,15 +452,20 @@ def check_recent_oom(facts, policy):
     domain = node_memory_domain(facts.get("memory"))
     in_window = [kill for kill in events.get("oom_kills") or []
                  if (kill.get("age_seconds") is None or kill["age_seconds"] <= minutes * 60) and concerns_node(kill, domain)]
-    recent = [kill for kill in in_window if not confined_to_guarded_build(kill)]
-    confined = len(in_window) - len(recent)
+    patterns = _option(policy, "oom_ignore_cgroups") or []
+    ignored = [kill for kill in in_window if ignored_tenant(kill, domain, patterns)]
+    recent = [kill for kill in in_window if not confined_to_guarded_build(kill) and kill not in ignored]
+    confined = len(in_window) - len(recent) - len(ignored)
     note = ""
     if (events.get("window_seconds") or 0) < minutes * 60:
         note = " (the kernel log was read only %s back)" % describe_age(events.get("window_seconds"))
     if not recent:
-        handled = "%d OOM kill%s inside guarded builds' own cgroups, handled by their job backoff" % (
-            confined, "" if confined == 1 else "s") if confined else ""
-        return result(name, True, 0, expected + note, handled, "build")
+        said = ["%d OOM kill%s inside guarded builds' own cgroups, handled by their job backoff" % (
+            confined, "" if confined == 1 else "s")] if confined else []
+        if ignored:
+            said.append("%d in cgroups oom_ignore_cgroups leaves out (latest in %s)" % (
+                len(ignored), ignored[-1].get("cgroup") or ignored[-1].get("oom_cgroup")))
+        return result(name, True, 0, expected + note, "; ".join(said), "build")
     message = "%d OOM kill%s in the last %d min, %s" % (
         len(recent), "" if len(recent) == 1 else "s", minutes, describe_oom_kill(recent[-1], domain))
     return result(name, False, len(recent), expected + note, message, "build")

@@ -347,7 +347,7 @@ CHECKS = (
     check("recent_oom", "build", gpu_build.check_recent_oom, _EVENTS + (
         "memory.cgroup.limit_path", "memory.cgroup.path", "memory.host_pid_namespace", "kernel_events.oom_kills",
         _KILL + "age_seconds", _KILL + "global", _KILL + "cgroup", _KILL + "oom_cgroup", _KILL + "process",
-        _KILL + "pid"), ("oom_window_minutes",)),
+        _KILL + "pid"), ("oom_window_minutes", "oom_ignore_cgroups")),
     check("cuda_libraries", "build", toolkit.check_cuda_libraries, (
         "toolchain.cuda_libraries", "toolchain.nvcc.present") + tuple(
         "toolchain.cuda_libraries.%s.%s" % (component, key) for component in toolkit.COMPONENTS

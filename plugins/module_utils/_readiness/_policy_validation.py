@@ -220,6 +220,13 @@ def _process_names(name, values, _require_jmespath):
     return values
 
 
+def _cgroup_names(name, values, _require_jmespath):
+    for item in values:
+        if not _text(item).strip() or "\0" in _text(item) or "/" in _text(item):
+            raise ValueError("%s: %r is not a cgroup name or glob (one path component: no /, NUL or blank)" % (name, item))
+    return values
+
+
 def _xids(name, values, _require_jmespath):
     for code in values:
         if not 0 < code < 2 ** 31:
@@ -246,6 +253,7 @@ def _custom_checks(_name, values, require_jmespath):
 _LIST_FORMS = {
     "program_names": _program_names,
     "process_names": _process_names,
+    "cgroup_names": _cgroup_names,
     "xids": _xids,
     "regexes": _regexes,
     "absolute_paths": _absolute_paths,

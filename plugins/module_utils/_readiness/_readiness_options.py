@@ -19,7 +19,8 @@ variables) and ``roles`` (the preflight role entry points that take it).
 ``check`` (every action option): what ``_policy_validation.validate_policy`` enforces beyond the type, read from here --
 ``min``/``max`` (``above``: strictly greater), with ``unit``/``what``/``why`` for the message, or a ``form``:
 ``size``, ``memory`` (a size or a fraction of the total), ``version`` (``empty``: '' allowed), ``arch``,
-``compute_capability``, ``absolute_path``, ``path``, ``program_names``, ``process_names``, ``regexes``, ``xids``,
+``compute_capability``, ``absolute_path``, ``path``, ``program_names``, ``process_names``, ``cgroup_names``,
+``regexes``, ``xids``,
 ``custom_checks``, ``choices`` or ``bool`` (the type bounds it). A float is always refused when not finite.
 Role-only variables (``action=False``) carry a ``check`` too; a form ``validate_policy`` does not know names the
 plugin or task file that enforces it (``by``).
@@ -231,6 +232,15 @@ OPTIONS = (
         "(build profile). V(0) disables the check.",
         "Kills by the limit of a M(gpufleet.preflight.guarded_build) cgroup are reported but pass; that build "
         "backed off and resumed by itself.",
+    ]),
+    dict(name="oom_ignore_cgroups", check=dict(form="cgroup_names"), type="list", elements="str", default=["gpufleet-test-*"], roles=CHECK,
+         description=[
+        "Names (shell globs) of cgroups below this node's memory cgroup whose OOM kills are not this node's: "
+        "another tenant under its own limit, a sandbox. A kill in any cgroup of its path below the node's own "
+        "that matches is reported by name and passes; a global OOM, or one at the node's own cgroup (the "
+        "build's container), always counts.",
+        "The default leaves out the cgroups this collection's test suite makes its deliberate OOM kills in "
+        "(C(gpufleet-test-*)), so a check right after C(make test) on the same machine is not held back by them.",
     ]),
 ) + NODE_OPTIONS + (
     # ---------------------------------------------------------------- custom, gathering, waiting

@@ -307,6 +307,7 @@ FORM_SAMPLES = {
     "absolute_path": ("/", "/nonexistent/build"),
     "program_names": (["dcgm-exporter"],),
     "process_names": (["dcgm-exporter", "/usr/bin/python3"],),
+    "cgroup_names": ([], ["gpufleet-test-*"], ["*"]),
     "xids": ([79], [13, 31, 79]),
     "regexes": (["ninja"],),
     "absolute_paths": (["/"], ["/", "/tmp", "/nonexistent/scratch"]),
