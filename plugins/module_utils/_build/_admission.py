@@ -90,6 +90,11 @@ def read_ledger(config):
     return kept
 
 
+def horizon_of(config):
+    """How far ahead the freeze looks: two samples and a poll (a decision may wait that long for the next)."""
+    return 2 * float(config["sample_seconds"]) + float(config["poll_seconds"])
+
+
 def live_budget(config, ledger, group):
     """This build's budget, re-read now (issue 35 item 2: a limit lowered mid-build), written into the entries of its
     cgroup; what the launchers of the node hold themselves (item 5), and what this build holds beyond its compiles."""
@@ -101,7 +106,7 @@ def live_budget(config, ledger, group):
         if entry.get("group") == group:
             entry.update(budget=room, ceiling=top)
     # what the cgroup holds beyond its compiles' trees (ninja, the launchers, kernel memory), when it can be read
-    used, now, horizon = node.working_set(), time.time(), 2 * float(config["sample_seconds"]) + float(config["poll_seconds"])
+    used, now, horizon = node.working_set(), time.time(), horizon_of(config)
     beyond = used - sum(pressure.held_now(e, now, horizon) for e in ledger.values()
                         if e.get("group") == group and e.get("state") == "running") if used is not None else 0
     launchers = sum(e.get("self_bytes") or 0 for e in ledger.values())
@@ -115,7 +120,7 @@ def relieve(config, ledger, room, overhead, group):
     compiles of each memory cgroup against that cgroup's budget (the kernel kills within the cgroup whose limit is
     crossed; one build near its limit must not freeze another's compiles - fair between builds on one ledger, item 3);
     this build's overhead as measured, another's as its launchers' own memory. Each action logged."""
-    horizon = 2 * float(config["sample_seconds"]) + float(config["poll_seconds"])
+    horizon = horizon_of(config)
     builds = {}
     for pid, e in ledger.items():
         if e["state"] == "running" and not e.get("evicted") and e.get("live") is not None:
