@@ -26,6 +26,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible_collections.gpufleet.preflight.plugins.plugin_utils._action import ControllerAction
 from ansible_collections.gpufleet.preflight.plugins.module_utils._atomic import write_file
+from ansible_collections.gpufleet.preflight.plugins.module_utils._node_check import _remediation
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _policy
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _policy_validation
 from ansible_collections.gpufleet.preflight.plugins.module_utils._node_check import _hc_runtime
@@ -179,9 +180,11 @@ class ActionModule(ControllerAction):
             dest=dict(type="path", required=True), policy=dict(type="dict", default={}),
             deadline_seconds=dict(type="float", default=_hc_runtime.DEFAULT_DEADLINE),
             schedule=dict(type="str", default="none", choices=list(_hc_runtime.SCHEDULES)),
-            slurm=dict(type="bool", default=False), interval_minutes=dict(type="int", default=5)))
+            slurm=dict(type="bool", default=False), interval_minutes=dict(type="int", default=5),
+            remediation=dict(type="dict", default={})))
         problem = None
         try:
+            remediation = _remediation.validate(args["remediation"])
             policy = complete_policy(args["policy"])
             check_deadline(policy, args["deadline_seconds"], args["schedule"], args["slurm"] or args["schedule"] == "slurm",
                            args["interval_minutes"])
@@ -201,5 +204,5 @@ class ActionModule(ControllerAction):
                 write_file(dest, data, mode=0o644, prefix=".health_check.")
             except (IOError, OSError) as exc:
                 raise AnsibleActionFail("dest: cannot write the bundle to %s: %s" % (dest, exc.strerror or exc))
-        result.update(changed=changed, dest=dest, modules=modules, size=len(data), policy=policy)
+        result.update(changed=changed, dest=dest, modules=modules, size=len(data), policy=policy, remediation=remediation)
         return result

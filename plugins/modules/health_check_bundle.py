@@ -64,6 +64,28 @@ options:
       - Minutes between runs from cron or a timer.
     type: int
     default: 5
+  remediation:
+    description:
+      - The remediation ladder (beyond the drain and the log bundle), checked here and returned complete for the
+        program's config. Each step is opt-in per fault class; every step done is recorded in
+        C(<state_dir>/remediation-<node>.json); the program's C(--check) says what it would do and does nothing.
+      - C(enabled) (bool, default V(false)) - run the ladder on a run that finds the node not ready.
+      - C(reset_classes) (list, default V([])) - fault classes whose GPU is reset (C(nvidia-smi -r -i N)) when no
+        process uses it, read again right before. Classes - the Xid catalogue's V(reset_gpu), V(reboot), V(nvlink),
+        V(contact_support), V(check_mechanicals); V(row_remap) (a pending row remap); V(sxid) (a fatal NVSwitch error).
+      - C(reboot_classes) (list, default V([])) - fault classes that reboot the node through Slurm
+        (C(scontrol reboot ASAP nextstate=RESUME reason=...)); back in service when slurmd registers and its health
+        check passes.
+      - C(escalate_after) (int, default V(3)) - the occurrence of the same fault (the same Xid on the same GPU) within
+        C(window_seconds) that escalates instead of another reset or reboot; a pending state still there after its
+        step escalates at once.
+      - C(window_seconds) (int, default V(604800), a week).
+      - C(ticket_command) (list of arguments, an absolute path first; default V(null)) - run on escalation with the
+        fault as JSON on its input; V(null) - the escalation goes to the system log.
+      - C(reboot_reason) (str, default V(gpufleet: reboot:)) - the start of Slurm's reason for the reboot.
+      - C(keep) (int, default V(200)) - history records kept beyond the window.
+    type: dict
+    default: {}
 attributes:
   check_mode:
     support: none
@@ -101,6 +123,10 @@ size:
   type: int
 policy:
   description: The policy, complete, as the program's config takes it.
+  returned: always
+  type: dict
+remediation:
+  description: The remediation settings, complete, as the program's config takes them.
   returned: always
   type: dict
 """

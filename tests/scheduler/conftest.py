@@ -12,16 +12,21 @@ end. Without root, unshare, sshd or Slurm the tests skip saying why -- except wi
 """
 
 import collections
+import fcntl
 import os
 import sys
+import time
 
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
-from fleetlib import TIMINGS, Fleet, FleetError, NetNamespace, SlurmCluster, slurm_missing_prerequisites  # noqa: E402 pylint: disable=wrong-import-position
+from fleetlib import REPO_ROOT, TIMINGS, Fleet, FleetError, NetNamespace, SlurmCluster, run_playbook, slurm_missing_prerequisites  # noqa: E402 pylint: disable=wrong-import-position
 
 SIZE = 8
 HEALTH_CHECK_INTERVAL = 2
+PLAYBOOK = os.path.join(REPO_ROOT, "tests", "scheduler", "playbooks", "health_check.yml")
+POLICY = {"profiles": [], "min_available_memory": "64MiB", "max_memory_pressure": 100,
+          "custom_checks": [{"name": "few_processes", "query": "build_processes.count", "max": 5}]}
 
 Cluster = collections.namedtuple("Cluster", "fleet slurm netns")
 
@@ -65,6 +70,7 @@ def slurm_idle(cluster):  # pylint: disable=redefined-outer-name
     """Every node idle and undrained, no records of ours, before and after the test."""
     def reset():
         cluster.slurm.ensure_running(cluster.fleet.nodes)
+        wait_for_checks_in_flight(STATE_DIR(cluster))
         for node in cluster.fleet.nodes:
             cluster.slurm.scontrol("update", "NodeName=%s" % node.name, "State=RESUME")
         for name in os.listdir(STATE_DIR(cluster)):
@@ -74,6 +80,51 @@ def slurm_idle(cluster):  # pylint: disable=redefined-outer-name
     reset()
     yield cluster
     reset()
+
+
+@pytest.fixture(scope="module")
+def installed(cluster, tmp_path_factory):  # pylint: disable=redefined-outer-name
+    """The role applied to every node, the program where slurmd's HealthCheckProgram wrapper looks for it."""
+    base = str(tmp_path_factory.mktemp("health_check"))
+    extra = dict(health_check_policy=POLICY, health_check_install_dir=os.path.join(base, "lib"),
+                 health_check_config=os.path.join(base, "etc", "health_check.json"),
+                 health_check_program=cluster.slurm.health_check_target, health_check_schedule="cron",
+                 health_check_cron_file=os.path.join(base, "cron.d", "gpufleet-health-check"),
+                 health_check_slurm_conf=cluster.slurm.conf, health_check_slurm_state_dir=STATE_DIR(cluster),
+                 health_check_metrics_dir=None)
+    os.makedirs(os.path.join(base, "cron.d"))
+    # The nodes share this machine's filesystem: installing on one installs for every slurmd.
+    result = run_playbook(PLAYBOOK, cluster.fleet.inventory_path, extra_vars=extra, args=["--limit", "node1"])
+    TIMINGS["health_check_role_seconds"] = result.duration
+    assert result.rc == 0, result.stdout[-4000:]
+    yield dict(extra, base=base, stdout=result.stdout)
+    os.unlink(cluster.slurm.health_check_target)  # slurmd's wrapper runs nothing again
+
+
+def wait_for_checks_in_flight(state_dir, seconds=60):
+    """Until no health check holds its node's lock: one started under a test's policy (which the test has put back
+    by now) would otherwise drain or resume after the reset. Twice, for a run that read the old policy just before
+    the first pass and took its lock just after."""
+    deadline = time.monotonic() + seconds
+    for _pass in range(2):
+        for name in sorted(os.listdir(state_dir)):
+            if not name.endswith(".lock"):
+                continue
+            while True:
+                try:
+                    fd = os.open(os.path.join(state_dir, name), os.O_RDONLY)
+                except OSError:
+                    break
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        pytest.fail("a health check still holds %s after %d s" % (name, seconds), pytrace=False)
+                    time.sleep(0.05)
+                finally:
+                    os.close(fd)
+        time.sleep(0.2)
 
 
 def STATE_DIR(one):  # pylint: disable=invalid-name

@@ -14,32 +14,8 @@ import time
 
 import pytest
 
-from conftest import STATE_DIR
+from conftest import PLAYBOOK, POLICY, STATE_DIR
 from fleetlib import REPO_ROOT, SBIN, TIMINGS, install_gpus, run_playbook
-
-PLAYBOOK = os.path.join(REPO_ROOT, "tests", "scheduler", "playbooks", "health_check.yml")
-POLICY = {"profiles": [], "min_available_memory": "64MiB", "max_memory_pressure": 100,
-          "custom_checks": [{"name": "few_processes", "query": "build_processes.count", "max": 5}]}
-
-
-@pytest.fixture(scope="module")
-def installed(cluster, tmp_path_factory):
-    """The role applied to every node, the program where slurmd's HealthCheckProgram wrapper looks for it."""
-    base = str(tmp_path_factory.mktemp("health_check"))
-    extra = dict(health_check_policy=POLICY, health_check_install_dir=os.path.join(base, "lib"),
-                 health_check_config=os.path.join(base, "etc", "health_check.json"),
-                 health_check_program=cluster.slurm.health_check_target, health_check_schedule="cron",
-                 health_check_cron_file=os.path.join(base, "cron.d", "gpufleet-health-check"),
-                 health_check_slurm_conf=cluster.slurm.conf, health_check_slurm_state_dir=STATE_DIR(cluster),
-                 health_check_metrics_dir=None)
-    os.makedirs(os.path.join(base, "cron.d"))
-    # The nodes share this machine's filesystem: installing on one installs for every slurmd.
-    result = run_playbook(PLAYBOOK, cluster.fleet.inventory_path, extra_vars=extra, args=["--limit", "node1"])
-    TIMINGS["health_check_role_seconds"] = result.duration
-    assert result.rc == 0, result.stdout[-4000:]
-    yield dict(extra, base=base, stdout=result.stdout)
-    os.unlink(cluster.slurm.health_check_target)  # slurmd's wrapper runs nothing again
-
 
 def test_slurmd_drains_and_resumes_through_the_health_check(installed, slurm_idle):
     cluster = slurm_idle

@@ -1002,6 +1002,9 @@ class SlurmCluster:
         # Slurm's Prolog: runs prolog_target when a test made it executable, else does nothing (issue 38.3).
         self.prolog_wrapper = os.path.join(self.dir, "prolog.sh")
         self.prolog_target = os.path.join(self.dir, "hc", "gpufleet-prolog")
+        # Slurm's RebootProgram (``scontrol reboot``): runs reboot_target when a test made it executable (issue 38.2).
+        self.reboot_wrapper = os.path.join(self.dir, "reboot.sh")
+        self.reboot_target = os.path.join(self.dir, "hc", "gpufleet-reboot")
         self.interval = int(health_check_interval)
         self.pids = {}
         self.env = dict(os.environ, SLURM_CONF=self.conf)
@@ -1028,6 +1031,7 @@ class SlurmCluster:
             lines += ["HealthCheckProgram=%s" % self.health_check_wrapper, "HealthCheckInterval=%d" % self.interval,
                       "HealthCheckNodeState=ANY"]
         lines.append("Prolog=%s" % self.prolog_wrapper)
+        lines += ["RebootProgram=%s" % self.reboot_wrapper, "ResumeTimeout=60"]
         for node in self.fleet.nodes:
             lines.append("NodeName=%s NodeHostname=%s NodeAddr=%s Port=%d CPUs=1 RealMemory=100"
                          % (node.name, node.name, node.address, self.node_port(node)))
@@ -1044,6 +1048,8 @@ class SlurmCluster:
         os.chmod(self.health_check_wrapper, 0o755)
         write_text(self.prolog_wrapper, '#!/bin/sh\n[ -x "%s" ] || exit 0\nexec "%s"\n' % (self.prolog_target, self.prolog_target))
         os.chmod(self.prolog_wrapper, 0o755)
+        write_text(self.reboot_wrapper, '#!/bin/sh\n[ -x "%s" ] || exit 0\nexec "%s"\n' % (self.reboot_target, self.reboot_target))
+        os.chmod(self.reboot_wrapper, 0o755)
         key = os.path.join(self.dir, "munge.key")
         with open(key, "wb") as handle:
             handle.write(os.urandom(1024))
@@ -1082,6 +1088,24 @@ class SlurmCluster:
                 self.pids["slurmd-" + node.name] = pid
                 return pid
         raise FleetError("%s: slurmd (pid %d in the node) not found in its cgroup" % (node.name, inner))
+
+    def adopt_slurmd(self, node, timeout=30.0):
+        """The slurmd a node started itself (a stand-in reboot restarts it) as the one stopped at the end."""
+        found = []
+
+        def started():
+            for pid in cgroup_pids(node.cgroup_dir):
+                try:
+                    with open("/proc/%d/comm" % pid) as handle:
+                        if handle.read().strip() == "slurmd" and pid != self.pids.get("slurmd-" + node.name):
+                            found.append(pid)
+                            return True
+                except (IOError, OSError):
+                    continue
+            return False
+        self._wait(started, timeout, "a new slurmd on %s" % node.name)
+        self.pids["slurmd-" + node.name] = found[0]
+        return found[0]
 
     def stop_slurmd(self, node):
         pid = self.pids.pop("slurmd-" + node.name, None)

@@ -31,6 +31,7 @@ import sys
 import time
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._node_check import _hc_runtime, _log_bundle, _prolog
+from ansible_collections.gpufleet.preflight.plugins.module_utils._node_check import _remediate, _remediation
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _metrics
 from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _node_facts
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _gpu_health_checks
@@ -47,16 +48,17 @@ READY, NOT_READY, UNKNOWN = 0, 1, 2
 NPD_LINE = 80
 # Under slurmd the environment has no PATH: the usual places, then where Slurm and NVIDIA install.
 SYSTEM_DIRS = ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin", "/opt/slurm/bin"]
-CONFIG_KEYS = ("policy", "slurm", "metrics_dir", "metrics_file", "deadline_seconds", "bundle_dir")
+CONFIG_KEYS = ("policy", "slurm", "metrics_dir", "metrics_file", "deadline_seconds", "bundle_dir", "remediation")
 PROBE_CACHE_NAME = "health-check-probes.json"  # in the state dir, beside the lock: version probes by binary identity
 SLURM_KEYS = ("enabled", "node_name", "reason_prefix", "state_dir", "slurm_conf", "resume")
 
 
 def parse_args(argv, environ):
-    """``(mode, config path, verbose)``; ValueError naming the argument."""
+    """``(mode, config path, verbose, check mode)``; ValueError naming the argument. ``--check``: the remediation
+    ladder says what it would do and does nothing."""
     mode = "slurm" if environ.get("SLURMD_NODENAME") else "check"
     config = environ.get("GPUFLEET_HEALTH_CHECK_CONFIG") or DEFAULT_CONFIG
-    verbose = False
+    verbose = check_mode = False
     args = list(argv)
     while args:
         arg = args.pop(0)
@@ -70,10 +72,12 @@ def parse_args(argv, environ):
             config = args.pop(0)
         elif arg in ("-v", "--verbose"):
             verbose = True
+        elif arg == "--check":
+            check_mode = True
         else:
-            raise ValueError("unknown argument %r (usage: [--mode slurm|check|npd|prolog|epilog] [--config PATH] [-v])"
-                             % arg)
-    return mode, config, verbose
+            raise ValueError("unknown argument %r (usage: [--mode slurm|check|npd|prolog|epilog] [--config PATH] [-v] "
+                             "[--check])" % arg)
+    return mode, config, verbose, check_mode
 
 
 def load_config(path):
@@ -112,8 +116,9 @@ def load_config(path):
         _hc_runtime.check_fit(deadline, 0, False, False)
     except ValueError as exc:
         raise ValueError("config %s: %s" % (path, exc))
+    remediation = _remediation.validate(data.get("remediation"), "config %s: remediation" % path)
     return dict(policy=policy, slurm=slurm, metrics_dir=data.get("metrics_dir"), deadline_seconds=deadline,
-                bundle_dir=data.get("bundle_dir"),
+                bundle_dir=data.get("bundle_dir"), remediation=remediation,
                 metrics_file=data.get("metrics_file") or _metrics.default_file("health_check"))
 
 
@@ -164,25 +169,30 @@ def evaluate(config, run):
                 duration_seconds=round(time.monotonic() - started, 3))
 
 
-def act_in_slurm(config, verdict, node_name, deadline, at_start=False):
-    """Drain or resume through ``_slurm``, each call bounded by the run's time left; none without time left.
-    ``at_start``: slurmd runs us (mode slurm): a node it has not registered yet is drained too (``_slurm.registering``)."""
-    slurm = config["slurm"]
+def slurm_runner(config, deadline):
+    """``(run(argv) -> (rc, out, err), find(name))`` for the Slurm calls: each bounded by the run's time left."""
     environ = dict(os.environ)
-    if slurm.get("slurm_conf"):
-        environ["SLURM_CONF"] = slurm["slurm_conf"]
+    if config["slurm"].get("slurm_conf"):
+        environ["SLURM_CONF"] = config["slurm"]["slurm_conf"]
     dirs = search_path(SYSTEM_DIRS)
     slurm_run = _hc_runtime.bounded_run(_SlurmClock(deadline))
 
     def run(argv):
         rc, out, err = slurm_run(argv, _hc_runtime.SLURM_CALL_SECONDS, env=environ)
         return (124 if rc is None else rc), out, err
+    return run, lambda name: find_executable(name, dirs)
 
+
+def act_in_slurm(config, verdict, node_name, deadline, at_start=False):
+    """Drain or resume through ``_slurm``, each call bounded by the run's time left; none without time left.
+    ``at_start``: slurmd runs us (mode slurm): a node it has not registered yet is drained too (``_slurm.registering``)."""
+    slurm = config["slurm"]
+    run, find = slurm_runner(config, deadline)
     if deadline.left() < 2:
         return dict(message="%s: Slurm not called: the run's %s s deadline leaves %.1f s" % (
             node_name, deadline.seconds, max(deadline.left(), 0)), error="no time left")
     failed = [c for c in verdict["checks"] if c["status"] in ("failed", "unknown")]
-    return _slurm.apply(node_name, verdict["ready"], failed, run, lambda name: find_executable(name, dirs),
+    return _slurm.apply(node_name, verdict["ready"], failed, run, find,
                         prefix=slurm["reason_prefix"], state_dir=slurm["state_dir"], resume=slurm["resume"],
                         limits=drain_limits(config["policy"]), at_start=at_start)
 
@@ -214,8 +224,17 @@ def keep_bundle(directory, node, verdict):
         return "not written: %s: %s" % (directory, exc)
 
 
-def _log_held_back(message):
-    """The breaker's hold in the system log too (slurmd keeps no output of a HealthCheckProgram)."""
+def remediate(config, verdict, node, deadline, slurm_on, check_mode):
+    """The remediation ladder (``_remediation`` decides, ``_remediate`` acts) within the run's time left."""
+    slurm_run, find = slurm_runner(config, deadline)
+    smi = find("nvidia-smi")
+    ctx = dict(run=_hc_runtime.bounded_run(_SlurmClock(deadline)), slurm_run=slurm_run, find=find, smi=smi,
+               slurm_on=slurm_on, check_mode=check_mode, log=_to_syslog)
+    return _remediate.run_ladder(config["remediation"], verdict, node, ctx, config["slurm"]["state_dir"])
+
+
+def _to_syslog(message):
+    """The breaker's hold and an escalation in the system log too (slurmd keeps no output of a HealthCheckProgram)."""
     try:
         import syslog  # pylint: disable=import-outside-toplevel  # POSIX only, and only when the breaker holds
         syslog.openlog("gpufleet-health-check")
@@ -260,7 +279,7 @@ def _main(argv, environ, out, err, as_program):
     problem = None
     job = "--mode" in argv and argv[argv.index("--mode") + 1:][:1] in (["prolog"], ["epilog"])
     try:
-        mode, config_path, verbose = parse_args(argv, environ)
+        mode, config_path, verbose, check_mode = parse_args(argv, environ)
         config = load_config(config_path)
         if job:  # Slurm's Prolog/Epilog: the fast subset within the job launch's budget (_prolog)
             config = _prolog.for_job(config)
@@ -300,11 +319,13 @@ def _main(argv, environ, out, err, as_program):
         lines.append("slurm: %s" % outcome["message"])
         verdict["drain_held_back"] = bool(outcome.get("held_back"))
         if outcome.get("held_back"):
-            _log_held_back(outcome["message"])
+            _to_syslog(outcome["message"])
         if job:
             code = _prolog.exit_code(outcome)
     if config.get("bundle_dir") and not verdict["ready"]:
         lines.append("bundle: %s" % keep_bundle(config["bundle_dir"], node, verdict))
+    if config["remediation"]["enabled"] and not verdict["ready"] and not job:  # after the bundle: the state as found
+        lines.extend(remediate(config, verdict, node, deadline, slurm_on, check_mode))
     if config["metrics_dir"]:
         problem = None
         try:

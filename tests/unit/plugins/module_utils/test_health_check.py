@@ -19,8 +19,9 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._node_check imp
 
 
 def test_parse_args():
-    assert hc.parse_args([], {"SLURMD_NODENAME": "n1"}) == ("slurm", hc.DEFAULT_CONFIG, False)
-    assert hc.parse_args(["--mode", "npd", "--config", "/x", "-v"], {}) == ("npd", "/x", True)
+    assert hc.parse_args([], {"SLURMD_NODENAME": "n1"}) == ("slurm", hc.DEFAULT_CONFIG, False, False)
+    assert hc.parse_args(["--mode", "npd", "--config", "/x", "-v"], {}) == ("npd", "/x", True, False)
+    assert hc.parse_args(["--check"], {}) == ("check", hc.DEFAULT_CONFIG, False, True)
     for argv, words in ((["--mode", "nope"], "--mode must be"), (["--config"], "needs a value"), (["-x"], "unknown argument")):
         with pytest.raises(ValueError, match=words):
             hc.parse_args(argv, {})
