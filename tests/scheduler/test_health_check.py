@@ -17,6 +17,7 @@ import pytest
 from conftest import PLAYBOOK, POLICY, STATE_DIR
 from fleetlib import REPO_ROOT, SBIN, TIMINGS, install_gpus, run_playbook
 
+
 def test_slurmd_drains_and_resumes_through_the_health_check(installed, slurm_idle):
     cluster = slurm_idle
     slurm = cluster.slurm

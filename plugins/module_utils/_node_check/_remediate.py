@@ -122,8 +122,8 @@ def run_ladder(settings, verdict, node, ctx, state_dir):
         else:
             state, outcome = ACTIONS[step["step"]](step, ctx)
             records.append(_remediation.entry(step, now, state, outcome))
-        lines.append("remediation: %s: %s: %s%s" % (step["fault"]["what"], step["step"], step["why"],
-                                                   "" if step["step"] == "none" else "; " + outcome))
+        said = "" if step["step"] == "none" else "; " + outcome
+        lines.append("remediation: %s: %s: %s%s" % (step["fault"]["what"], step["step"], step["why"], said))
     if records and not ctx["check_mode"]:
         try:
             _remediation.write_history(path, history + records, settings["keep"], now, settings["window_seconds"])

@@ -163,9 +163,8 @@ def decide(faults, settings, history, now, busy_gpus):
             else:
                 steps.append(dict(fault=fault, step="reset_gpu", why="class %s: reset GPU %s" % (fault["cls"], fault["gpu"])))
         elif fault["cls"] in settings["reboot_classes"]:
-            steps.append(dict(fault=fault, step="none" if reboot_taken else "reboot",
-                              why="class %s: %s" % (fault["cls"], "one reboot covers it" if reboot_taken
-                                                     else "reboot through Slurm")))
+            how = "one reboot covers it" if reboot_taken else "reboot through Slurm"
+            steps.append(dict(fault=fault, step="none" if reboot_taken else "reboot", why="class %s: %s" % (fault["cls"], how)))
             reboot_taken = True
         else:
             steps.append(dict(fault=fault, step="none", why="class %s is in neither reset_classes nor reboot_classes: "
