@@ -46,7 +46,7 @@ options:
       - "C(commit: tree hash) (or C(commit: {tree: hash})) of pinned commits: an offline copy with no C(.git) and no
         record of playbooks/prepare_offline_sources.yml is checked by its files - their git tree hash, submodule
         paths left out - against its pin's. The sgl_kernel role passes the trees it ships for the sgl-kernel
-        versions it knows (C(files/offline-trees.json))."
+        versions it knows (C(files/offline-trees.json)) and the user's C(sgl_kernel_known_trees) over them."
     type: dict
     default: {}
   build_ninja:
@@ -166,7 +166,7 @@ import re
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build._sgl_tree import (
-    arch_number, cmake_cache_notfound, read_ninja_summary, scan_fetchcontent, tree_identity)
+    arch_number, cmake_cache_notfound, known_trees_problem, read_ninja_summary, scan_fetchcontent, tree_identity)
 
 
 def main():
@@ -200,6 +200,9 @@ def main():
     for option in ("build_ninja", "cmake_cache"):
         if params[option] is not None and not os.path.isfile(params[option]):
             module.fail_json(msg="%s: %s is not a file" % (option, params[option]))
+    problem = known_trees_problem(params["known_trees"])
+    if problem:
+        module.fail_json(msg="known_trees: %s" % problem)
     for name, path in params["sources"].items():
         if not re.match(r"^[A-Za-z0-9_.+-]+$", str(name)):
             module.fail_json(msg="sources: %r is not a FetchContent name (letters, digits and _.+-)" % (name,))

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import PLAYBOOK, POLICY, STATE_DIR
+from conftest import PLAYBOOK, POLICY, STATE_DIR, wait_for_checks_in_flight
 from fleetlib import REPO_ROOT, SBIN, TIMINGS, install_gpus, run_playbook
 
 
@@ -115,6 +115,7 @@ def slurmd_runs_nothing(installed, slurm_idle):
     """slurmd's wrapper runs nothing while a test runs the program by hand (it runs the target only when executable)."""
     target = installed["health_check_program"]
     os.chmod(target, 0o644)
+    wait_for_checks_in_flight(STATE_DIR(slurm_idle))  # one slurmd started before the chmod would hold the lock
     try:
         yield slurm_idle
     finally:

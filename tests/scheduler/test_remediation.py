@@ -17,7 +17,7 @@ import os
 import time
 
 from conftest import POLICY, STATE_DIR
-from fleetlib import SBIN, TIMINGS, blackwell_rows, install_gpus
+from fleetlib import SBIN, TIMINGS, FleetError, blackwell_rows, install_gpus
 
 GPU0_PCI = "0000:1b:00"  # GPU 0 of the Blackwell fixture (00000000:1B:00.0)
 
@@ -151,18 +151,18 @@ def test_a_reboot_class_xid_reboots_through_slurm_and_the_node_comes_back(instal
     clean.write_text("")
     reboots = tmp_path / "reboots.log"
     # The stand-in RebootProgram (run by slurmd inside the node): a fresh kernel log, and slurmd started again in a
-    # new time namespace whose boot time is now -- what slurmctld reads as the node having rebooted.
+    # new time namespace whose boot time is now (after the request: slurmctld compares the two) -- a node rebooted.
     with open(slurm.reboot_target, "w") as handle:
         handle.write("""#!/bin/sh
 node=$(hostname)
 echo "$(date +%%s) $node" >> %(reboots)s
 setsid sh -c '
-  sleep 1
+  sleep 2
   mount --bind %(clean)s /dev/kmsg
   pid=$(cat %(dir)s/slurmd-'"$node"'.pid)
   kill $pid; while kill -0 $pid 2>/dev/null; do sleep 0.1; done
   up=$(cut -d. -f1 /proc/uptime)
-  SLURM_CONF=%(conf)s exec unshare --time --boottime -$((up - 2)) --fork slurmd -D -N '"$node"' -f %(conf)s
+  SLURM_CONF=%(conf)s exec unshare --time --boottime -$up --fork slurmd -D -N '"$node"' -f %(conf)s
 ' </dev/null >>%(dir)s/slurmd-$node.out 2>&1 &
 exit 0
 """ % dict(reboots=reboots, clean=clean, dir=slurm.dir, conf=slurm.conf))
@@ -177,7 +177,10 @@ exit 0
             assert len(requested) == 1 and requested[0]["state"] == "done", history(cluster, "node6")
             assert "gpufleet: reboot: Xid 79" in requested[0]["outcome"], requested
             slurm.adopt_slurmd(node)
-            slurm.wait_states({"node6": "idle"}, 60)
+            try:
+                slurm.wait_states({"node6": "idle"}, 60)
+            except FleetError as exc:  # what slurmd said across the reboot, for whoever reads the failure
+                raise AssertionError("%s\nslurmd of node6:\n%s" % (exc, read(os.path.join(slurm.dir, "slurmd-node6.out"))[-3000:]))
             TIMINGS["remediation_reboot_back_seconds"] = time.monotonic() - started
             time.sleep(4)  # the health checks after the reboot: healthy, so it stays in service
             info = slurm.node_info("node6")

@@ -360,6 +360,17 @@ def stamp_of(folder):
     return data if isinstance(data, dict) else None
 
 
+def known_trees_problem(known_trees):
+    """What is wrong with a ``known_trees`` table (``{commit: tree hash, or {"tree": ...}}``), in words; None when
+    nothing is."""
+    for commit, value in sorted((known_trees or {}).items(), key=lambda item: str(item[0])):
+        tree = value.get("tree") if isinstance(value, dict) else value
+        if not _HEX.match(str(commit)) or not isinstance(tree, str) or len(tree) != 40 or not _HEX.match(tree):
+            return ("%r: %r must be a commit (7 to 40 hex digits) mapping to its tree hash (40 hex digits: `git rev-parse "
+                    "COMMIT^{tree}`), or to {tree: hash}" % (commit, value))
+    return None
+
+
 def known_tree(known_trees, git_tag):
     """The tree hash ``known_trees`` (``{commit: tree hash, or {"tree": ...}}``) gives for a commit pin (full or
     abbreviated), or None."""

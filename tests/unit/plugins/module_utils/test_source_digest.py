@@ -13,6 +13,7 @@ import os
 import pytest
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _source_digest as digest
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _sgl_tree
 
 SHIPPED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "..", "roles", "sgl_kernel", "files",
                        "offline-trees.json")
@@ -52,3 +53,17 @@ def test_the_shipped_trees_are_well_formed():
         shipped = json.load(handle)
     assert shipped["format"] == "gpufleet-offline-trees/1" and len(shipped["trees"]) >= 5
     assert all(len(commit) == 40 and len(entry["tree"]) == 40 for commit, entry in shipped["trees"].items())
+
+
+@pytest.mark.parametrize("table, words", [
+    ({}, None),
+    ({"abc1234": "0123456789abcdef0123456789abcdef01234567"}, None),
+    ({"abc1234": {"tree": "0123456789abcdef0123456789abcdef01234567"}}, None),
+    ({"xyz": "0123456789abcdef0123456789abcdef01234567"}, "'xyz'"),
+    ({"abc1234": "0123"}, "tree hash (40 hex digits"),
+    ({"abc1234": {"tree": 5}}, "or to {tree: hash}"),
+])
+def test_known_trees_problem(table, words):
+    """The user's sgl_kernel_known_trees, checked before the tree is looked at: the entry at fault, in words."""
+    problem = _sgl_tree.known_trees_problem(table)
+    assert (problem is None) if words is None else (words in problem), problem
