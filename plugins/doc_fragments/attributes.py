@@ -6,46 +6,52 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-
-class ModuleDocFragment(object):
-    """The attributes the collection's modules share, after ``ansible.builtin.action_common_attributes`` (which
-    describes them): a module lists only what is its own (its check mode and any detail)."""
-
-    # Every module: nothing to diff.
-    DOCUMENTATION = r"""
+_COMMON = r"""
 attributes:
+  check_mode:
+    description: Whether it runs under C(--check) - saying what it would change and changing nothing.
   diff_mode:
+    description: Whether it returns what it changed (or would change) under C(--diff).
     support: none
+  platform:
+    description: The node operating systems it works on.
+    support: N/A
 """
 
-    # Runs on any POSIX node.
-    POSIX = r"""
-attributes:
-  platform:
+
+class ModuleDocFragment(object):
+    """The attributes the collection's plugins share, each fragment whole (described here, not in
+    ``ansible.builtin.action_common_attributes``): a plugin lists one of them and says only what is its own (its
+    check mode and any detail). Nothing of the collection diffs."""
+
+    # A module that runs on any POSIX node.
+    DOCUMENTATION = _COMMON + r"""
     platforms: posix
 """
 
-    # Reads /proc, /sys or cgroups as Linux has them.
-    LINUX = r"""
-attributes:
-  platform:
+    # A module that reads /proc, /sys or cgroups as Linux has them.
+    LINUX = _COMMON + r"""
     platforms: linux
 """
 
     # An action plugin that runs on the controller, once per host, never async.
-    ACTION = r"""
-attributes:
+    ACTION = _COMMON + r"""
+    platforms: posix
   action:
+    description: It has an action plugin - its work runs on the controller.
     support: full
   async:
+    description: Whether it runs with the C(async) keyword.
     support: none
   bypass_host_loop:
+    description: Whether it runs once for every host instead of once per host.
     support: none
 """
 
-    # Returns ansible_facts.
+    # Returns ansible_facts (beside one of the above).
     FACTS = r"""
 attributes:
   facts:
+    description: It returns C(ansible_facts), which join the host's facts.
     support: full
 """

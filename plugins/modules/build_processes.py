@@ -14,8 +14,6 @@ short_description: Report or reap build processes (cmake, ninja, cc1plus, nvcc, 
 version_added: 0.1.0
 author: gpufleet.preflight contributors (@gpufleet)
 extends_documentation_fragment:
-  - ansible.builtin.action_common_attributes
-  - gpufleet.preflight.attributes
   - gpufleet.preflight.attributes.linux
 description:
   - Scans C(/proc) for processes whose executable name is a build tool and reports them, or reaps them

@@ -22,9 +22,7 @@ description:
     file, and the module does not fail (a watcher must go on following the other nodes).
   - The shape of the JSON is not checked here; M(gpufleet.preflight.build_watch) checks it on the controller.
 extends_documentation_fragment:
-  - ansible.builtin.action_common_attributes
   - gpufleet.preflight.attributes
-  - gpufleet.preflight.attributes.posix
 attributes:
   check_mode:
     support: full

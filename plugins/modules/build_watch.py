@@ -99,11 +99,7 @@ options:
     choices: [auto, always, never]
     default: auto
 extends_documentation_fragment:
-  - ansible.builtin.action_common_attributes
-  - ansible.builtin.action_common_attributes.flow
-  - gpufleet.preflight.attributes
   - gpufleet.preflight.attributes.action
-  - gpufleet.preflight.attributes.posix
 attributes:
   check_mode:
     support: none

@@ -76,11 +76,7 @@ options:
         and replace only the blocks it names.
     type: path
 extends_documentation_fragment:
-  - ansible.builtin.action_common_attributes
-  - ansible.builtin.action_common_attributes.flow
-  - gpufleet.preflight.attributes
   - gpufleet.preflight.attributes.action
-  - gpufleet.preflight.attributes.posix
 attributes:
   check_mode:
     support: full

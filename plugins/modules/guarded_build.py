@@ -51,7 +51,6 @@ seealso:
     plugin_type: filter
 extends_documentation_fragment:
   - gpufleet.preflight.guarded_build_options
-  - ansible.builtin.action_common_attributes
   - gpufleet.preflight.attributes.linux
 attributes:
   check_mode:

@@ -14,11 +14,7 @@ short_description: Build the node-local health check program and validate its po
 version_added: 0.2.0
 author: gpufleet.preflight contributors (@gpufleet)
 extends_documentation_fragment:
-  - ansible.builtin.action_common_attributes
-  - ansible.builtin.action_common_attributes.flow
-  - gpufleet.preflight.attributes
   - gpufleet.preflight.attributes.action
-  - gpufleet.preflight.attributes.posix
 description:
   - Writes, on the controller, one zip application holding the collection's node-side health check
     (C(module_utils/_node_check/_health_check.py)) and every module it imports - the same collectors and checks the

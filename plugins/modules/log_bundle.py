@@ -14,8 +14,6 @@ short_description: Keep a log bundle on a node that is not ready, the remediatio
 version_added: 0.1.0
 author: gpufleet.preflight contributors (@gpufleet)
 extends_documentation_fragment:
-  - ansible.builtin.action_common_attributes
-  - gpufleet.preflight.attributes
   - gpufleet.preflight.attributes.linux
 description:
   - Writes one C(gpufleet-bundle-<node>-<UTC time>.tar.gz) in O(dir) on the node, C(nvidia-bug-report)-style - the

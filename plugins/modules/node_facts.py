@@ -79,11 +79,8 @@ options:
     default: []
 extends_documentation_fragment:
   - gpufleet.preflight.node_facts_options
-  - ansible.builtin.action_common_attributes
-  - ansible.builtin.action_common_attributes.facts
   - gpufleet.preflight.attributes
   - gpufleet.preflight.attributes.facts
-  - gpufleet.preflight.attributes.posix
 attributes:
   check_mode:
     support: full

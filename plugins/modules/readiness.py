@@ -57,13 +57,8 @@ options:
 extends_documentation_fragment:
   - gpufleet.preflight.readiness_options
   - gpufleet.preflight.node_facts_options
-  - ansible.builtin.action_common_attributes
-  - ansible.builtin.action_common_attributes.facts
-  - ansible.builtin.action_common_attributes.flow
-  - gpufleet.preflight.attributes
   - gpufleet.preflight.attributes.action
   - gpufleet.preflight.attributes.facts
-  - gpufleet.preflight.attributes.posix
 attributes:
   check_mode:
     support: full

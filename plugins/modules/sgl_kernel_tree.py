@@ -14,9 +14,7 @@ short_description: Read what a CMake source tree fetches and what its generated 
 version_added: 0.2.0
 author: gpufleet.preflight contributors (@gpufleet)
 extends_documentation_fragment:
-  - ansible.builtin.action_common_attributes
   - gpufleet.preflight.attributes
-  - gpufleet.preflight.attributes.posix
 description:
   - Reads files only; changes nothing.
   - With O(src), finds every C(FetchContent_Declare) name the tree's CMake files declare, looks for each in

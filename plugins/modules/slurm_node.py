@@ -14,8 +14,6 @@ short_description: Drain a Slurm node that is not ready, resume one this collect
 version_added: 0.2.0
 author: gpufleet.preflight contributors (@gpufleet)
 extends_documentation_fragment:
-  - ansible.builtin.action_common_attributes
-  - gpufleet.preflight.attributes
   - gpufleet.preflight.attributes.linux
 description:
   - Reads the node's state and drain reason with C(sinfo), then, after LBNL NHC's rules, drains a node that is

@@ -14,8 +14,6 @@ short_description: Write a node's readiness verdict as node_exporter textfile me
 version_added: 0.2.0
 author: gpufleet.preflight contributors (@gpufleet)
 extends_documentation_fragment:
-  - ansible.builtin.action_common_attributes
-  - gpufleet.preflight.attributes
   - gpufleet.preflight.attributes.linux
 description:
   - Writes one file, O(dir)/O(file_name), for node_exporter's textfile collector

@@ -83,6 +83,19 @@ def _probe(gpus, probe, name, expected, timeout_fails):
     return unknown(name, expected, entry.get("message") or "probe %s failed" % probe, "gpu")
 
 
+def _probed_gpus(facts, policy, name, expected, probes):
+    """The probe checks' one start: ``(gpus, None)`` to judge, or ``(None, result)`` when there are no usable GPUs
+    or one of ``probes`` did not answer (``_probe``)."""
+    gpus, why = usable_gpus(facts, name, expected)
+    if why:
+        return None, why
+    for probe in probes:
+        answer = _probe(gpus, probe, name, expected, _option(policy, "gpu_probe_timeout_fails"))
+        if answer:
+            return None, answer
+    return gpus, None
+
+
 def check_pcie_link(facts, policy):
     name = "pcie_link"
     min_gen, min_width = _option(policy, "min_pcie_gen"), _option(policy, "min_pcie_width")
@@ -249,15 +262,10 @@ def check_nvlink(facts, policy):
     if not _option(policy, "check_nvlink"):
         return None
     limit = _option(policy, "max_nvlink_errors")
-    timeout_fails = _option(policy, "gpu_probe_timeout_fails")
     expected = "every NVLink link up, <= %d errors per link" % limit
-    gpus, why = usable_gpus(facts, name, expected)
+    gpus, why = _probed_gpus(facts, policy, name, expected, ("nvlink_status", "nvlink_errors"))
     if why:
         return why
-    for probe in ("nvlink_status", "nvlink_errors"):
-        answer = _probe(gpus, probe, name, expected, timeout_fails)
-        if answer:
-            return answer
     devices = gpus["devices"]
     # "Not applicable" only where the probe listed every GPU alone and no model of them has NVLink.
     if all(dev.get("nvlink_state") == "none" and not nvlink_model(dev.get("name"))[0] for dev in devices):
@@ -284,14 +292,10 @@ def check_fabric(facts, policy):
     name = "fabric"
     if not _option(policy, "check_fabric"):
         return None
-    timeout_fails = _option(policy, "gpu_probe_timeout_fails")
     expected = "fabric state Completed, status Success"
-    gpus, why = usable_gpus(facts, name, expected)
+    gpus, why = _probed_gpus(facts, policy, name, expected, ("query",))
     if why:
         return why
-    answer = _probe(gpus, "query", name, expected, timeout_fails)
-    if answer:
-        return answer
     devices = gpus["devices"]
     states = [(dev, (dev.get("query") or {})) for dev in devices]
     if all(summary.get("fabric_state") is None for _dev, summary in states):
@@ -320,14 +324,10 @@ def check_gpu_recovery(facts, policy):
     name = "gpu_recovery"
     if not _option(policy, "check_gpu_recovery"):
         return None
-    timeout_fails = _option(policy, "gpu_probe_timeout_fails")
     expected = "no reset required, recovery action None"
-    gpus, why = usable_gpus(facts, name, expected)
+    gpus, why = _probed_gpus(facts, policy, name, expected, ("query",))
     if why:
         return why
-    answer = _probe(gpus, "query", name, expected, timeout_fails)
-    if answer:
-        return answer
     bad, words, reported = [], [], 0
     for dev in gpus["devices"]:
         summary = dev.get("query") or {}
