@@ -78,7 +78,7 @@ options:
       - C(window_seconds) (int, default V(604800), a week).
       - C(ticket_command) (list of arguments, an absolute path first; default V(null)) - run on escalation with the
         fault as JSON on its input; V(null) - the escalation goes to the system log.
-      - C(reboot_reason) (str, default V(gpufleet: reboot:)) - the start of Slurm's reason for the reboot.
+      - "C(reboot_reason) (str, default V(gpufleet: reboot:)) - the start of Slurm's reason for the reboot."
       - C(keep) (int, default V(200)) - history records kept beyond the window.
     type: dict
     default: {}
