@@ -15,6 +15,7 @@ __metaclass__ = type
 import json
 import os
 import re
+import subprocess
 
 import pytest
 
@@ -123,3 +124,101 @@ def test_an_infiniband_port_down_flags_only_its_node(fresh_fleet, tmp_path):
     for name in ("node1", "node3"):
         checks = dict((c["name"], c["status"]) for c in hosts[name]["checks"])
         assert checks["ib_ports"] == "ok", checks
+
+
+HARDWARE = os.path.join(REPO_ROOT, "tests", "unit", "plugins", "module_utils", "fixtures", "hardware")
+IPMITOOL = """#!/bin/sh
+# A stand-in ipmitool: `sel elist` and `sensor` answered from ipmitool.d/ beside it (captured formats, fixtures/hardware).
+dir=$(dirname "$0")/ipmitool.d
+case "$1" in
+    sel) cat "$dir/sel.txt" ;;
+    sensor) cat "$dir/sensor.txt" ;;
+    *) echo "ipmitool stand-in: $* not supported" >&2; exit 1 ;;
+esac
+"""
+NVME = """#!/bin/sh
+# A stand-in nvme-cli: `nvme smart-log /dev/nvmeN -o json` answered from nvme.d/smart.json beside it.
+cat "$(dirname "$0")/nvme.d/smart.json"
+"""
+# A real process in uninterruptible sleep: vfork's parent waits in D state until its child exits (10 minutes).
+D_STATE_C = "#include <unistd.h>\nint main(void) { if (vfork() == 0) { sleep(600); _exit(0); } return 0; }\n"
+IB_COUNTERS = ("symbol_error", "link_downed", "port_rcv_errors", "link_error_recovery")
+
+
+def fixture_text(name):
+    with open(os.path.join(HARDWARE, name)) as handle:
+        return handle.read()
+
+
+def fake_sys_class(node, base):
+    """The node's own /sys/class (a tmpfs inside it only): one NVMe controller and one InfiniBand port with counters,
+    the counters kept in ``base`` on the host so the test can grow them between runs."""
+    ports = "/sys/class/infiniband/mlx5_0/ports/1"
+    node.run("mount -t tmpfs -o size=1m gpufleet-sys /sys/class && mkdir -p /sys/class/nvme/nvme0 %s/counters && "
+             "echo 'SAMSUNG MZQL23T8HCLS' > /sys/class/nvme/nvme0/model && echo '4: ACTIVE' > %s/state && "
+             "echo '5: LinkUp' > %s/phys_state && echo '400 Gb/sec (4X NDR)' > %s/rate && echo InfiniBand > %s/link_layer"
+             % (ports, ports, ports, ports, ports), check=True)
+    node.dirty = True
+    os.makedirs(base)
+    for name in IB_COUNTERS:
+        with open(os.path.join(base, name), "w") as handle:
+            handle.write("0\n")
+        node.run("touch %s/counters/%s && mount --bind %s %s/counters/%s" % (ports, name, os.path.join(base, name), ports, name),
+                 check=True)
+
+
+def test_node_hardware_faults_flag_exactly_their_node(fresh_fleet, tmp_path):
+    """Issue 37 items 3 and 4 on the fleet, each fault real or read through the node's own stand-in tool: node2 has a
+    process stuck in D state (a real vfork parent) and no ipmitool or nvme-cli (said, not failed); node3's BMC logs a
+    new SEL entry between two runs and reads a sensor at critical; node4's NVMe reports a critical warning; node5's
+    InfiniBand port flaps (link_downed and symbol_error grow between the runs). node1 has every tool, all healthy.
+    The nodes share this machine's home: each one's SEL and IB baselines must stay its own."""
+    fleet = fresh_fleet(5)
+    binary = os.path.join(fleet.dir, "d-state")
+    source = binary + ".c"
+    with open(source, "w") as handle:
+        handle.write(D_STATE_C)
+    subprocess.run(["gcc", "-O1", "-o", binary, source], check=True)
+    healthy_sensors = "".join(line + "\n" for line in fixture_text("ipmitool-sensor.txt").splitlines() if "| ok" in line)
+    for node in fleet.nodes:
+        if node.name == "node2":
+            continue
+        node.put_stub("/usr/local/sbin/ipmitool", IPMITOOL)
+        node.put_stub("/usr/local/sbin/ipmitool.d/sel.txt", fixture_text("ipmitool-sel-elist-before.txt"), 0o644)
+        node.put_stub("/usr/local/sbin/ipmitool.d/sensor.txt", fixture_text("ipmitool-sensor.txt") if node.name == "node3"
+                      else healthy_sensors, 0o644)
+        node.put_stub("/usr/local/sbin/nvme", NVME)
+        node.put_stub("/usr/local/sbin/nvme.d/smart.json", fixture_text(
+            "nvme-smart-log-failing.json" if node.name == "node4" else "nvme-smart-log-healthy.json"), 0o644)
+        fake_sys_class(node, os.path.join(fleet.dir, "ib-%s" % node.name))
+    fleet["node2"].run("setsid %s </dev/null >/dev/null 2>&1 &" % binary, check=True)
+    policy = dict(preflight_check_d_state=True, preflight_check_ipmi_sel=True, preflight_check_sensors=True,
+                  preflight_check_nvme=True, preflight_check_ib_counters=True)
+    try:
+        _first, hosts = run_node_profile(fleet, tmp_path, **policy)  # the SEL and IB baselines are recorded
+        assert flagged(hosts) == {"node2": ["d_state"], "node3": ["sensors"], "node4": ["nvme_health"]}, flagged(hosts)
+        fleet["node3"].put_stub("/usr/local/sbin/ipmitool.d/sel.txt", fixture_text("ipmitool-sel-elist-after.txt"), 0o644)
+        for name, value in (("link_downed", 2), ("symbol_error", 25)):
+            with open(os.path.join(fleet.dir, "ib-node5", name), "w") as handle:
+                handle.write("%d\n" % value)
+        result, hosts = run_node_profile(fleet, tmp_path, **policy)
+    finally:
+        fleet["node2"].run("pkill -9 -f %s" % binary)
+    failed = flagged(hosts)
+    assert failed == {"node2": ["d_state"], "node3": ["ipmi_sel", "sensors"], "node4": ["nvme_health"],
+                      "node5": ["ib_counters"]}, json.dumps(dict((n, hosts[n]["reason"]) for n in failed), indent=1)
+    checks = dict((name, dict((c["name"], c) for c in entry["checks"])) for name, entry in hosts.items())
+    assert "processes stuck in uninterruptible sleep (D state): d-state" in checks["node2"]["d_state"]["message"]
+    for check in ("ipmi_sel", "sensors"):
+        assert checks["node2"][check]["status"] == "skipped", checks["node2"][check]
+        assert "ipmitool is not installed" in checks["node2"][check]["message"]
+    assert "nvme-cli is not installed" in checks["node2"]["nvme_health"]["message"] or "no NVMe controller" in checks[
+        "node2"]["nvme_health"]["message"], checks["node2"]["nvme_health"]
+    assert "2 new BMC event log entries" in checks["node3"]["ipmi_sel"]["message"], checks["node3"]["ipmi_sel"]
+    assert "Bus Uncorrectable error" in checks["node3"]["ipmi_sel"]["message"]
+    assert "CPU2 Temp at 101.000 degrees C (critical)" in checks["node3"]["sensors"]["message"]
+    assert "critical warning" in checks["node4"]["nvme_health"]["message"], checks["node4"]["nvme_health"]
+    assert "link_downed" in checks["node5"]["ib_counters"]["message"], checks["node5"]["ib_counters"]
+    for check in ("d_state", "ipmi_sel", "sensors", "nvme_health", "ib_counters"):
+        assert checks["node1"][check]["status"] == "ok", (check, checks["node1"][check])
+    assert "d_state" in result.stdout and "ib_counters" in result.stdout

@@ -29,7 +29,7 @@ _STAT_RE = re.compile(r"^([0-9]{1,10}) \((.*)\) (\S) ")
 _CPU_DIR = re.compile(r"^cpu[0-9]{1,6}$")
 _NVME_CTRL = re.compile(r"^nvme[0-9]{1,4}$")
 _HEX_ID = re.compile(r"^[0-9a-fA-F]{1,8}$")
-SEL_STATE = "ipmi-sel.json"
+SEL_STATE = "ipmi-sel-%s.json"  # per node: a state dir in a home shared over NFS must not mix two BMCs
 SEL_KEPT = 20
 # nvme-cli's smart-log JSON keys (1.x and 2.x) -> ours.
 NVME_KEYS = (("critical_warning", "critical_warning"), ("avail_spare", "available_spare"),
@@ -229,7 +229,7 @@ def read_ipmi_sel(run, state_dir, deadline, program=None):
     if out is None:
         return {"state": state, "message": message, "count": None, "new": []}
     entries = parse_sel(out)
-    path = os.path.join(state_dir, SEL_STATE) if state_dir else None
+    path = os.path.join(state_dir, SEL_STATE % node_tag()) if state_dir else None
     last = None
     if path:
         try:
@@ -246,6 +246,11 @@ def read_ipmi_sel(run, state_dir, deadline, program=None):
         except (IOError, OSError) as exc:
             facts["message"] = "%s: %s" % (path, getattr(exc, "strerror", None) or exc)
     return facts
+
+
+def node_tag():
+    """This node's name, file-safe: the part of a state file's name that keeps nodes sharing a directory apart."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", os.uname()[1])[:64] or "node"
 
 
 def read_sensors(run, deadline, program=None):

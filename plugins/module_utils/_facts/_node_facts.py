@@ -36,7 +36,7 @@ MAX_KERNEL_EVENTS_WINDOW = _constants.MAX_KERNEL_EVENTS_WINDOW
 # The extra GPU probes all together: a Slurm HealthCheckProgram is killed at 60 s (the readiness table says 50 too).
 MAX_GPU_PROBE_BUDGET = 50.0
 # The InfiniBand error counters of the previous run, beside the probe cache (issue 37 item 2).
-IB_COUNTERS_STATE = "ib-counters.json"
+IB_COUNTERS_STATE = "ib-counters-%s.json"  # per node (_hardware.node_tag): ~/.cache may be one home shared over NFS
 
 
 def validate_options(params, known=SUBSETS):
@@ -94,11 +94,12 @@ def temp_dir():
 
 def ib_state_path(run, options):
     """Where the InfiniBand counters of the previous run are kept: beside the probe cache ``run`` writes (node_facts:
-    ``~/.cache/gpufleet-preflight/``, the health check: its state dir); None in check mode or without a cache."""
+    ``~/.cache/gpufleet-preflight/``, the health check: its state dir), named after the node (a home shared by many
+    nodes keeps each one's counters apart); None in check mode or without a cache."""
     path = getattr(run, "path", None)
     if not path or options.get("check_mode"):
         return None
-    return os.path.join(os.path.dirname(path), IB_COUNTERS_STATE)
+    return os.path.join(os.path.dirname(path), IB_COUNTERS_STATE % _hardware.node_tag())
 
 
 def gather(options, run):

@@ -87,6 +87,7 @@ def test_a_state_path_that_is_no_file(tmp_path):
 def test_state_path_beside_the_probe_cache():
     class Cached(object):
         path = "/var/lib/gpufleet-preflight/probes.json"
-    assert _node_facts.ib_state_path(Cached(), {}) == "/var/lib/gpufleet-preflight/ib-counters.json"
+    # named after the node: nodes sharing a home over NFS keep their own counters
+    assert _node_facts.ib_state_path(Cached(), {}) == "/var/lib/gpufleet-preflight/ib-counters-%s.json" % os.uname()[1]
     assert _node_facts.ib_state_path(Cached(), {"check_mode": True}) is None
     assert _node_facts.ib_state_path(lambda argv, timeout: None, {}) is None
