@@ -6,7 +6,14 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-_COMMON = r"""
+
+class ModuleDocFragment(object):
+    """The attributes the collection's plugins share, described here in full (not in
+    ``ansible.builtin.action_common_attributes``): a plugin lists this fragment (and ``action`` / ``facts`` where they
+    apply) and says only what is its own - its check mode and its platform (``platform: {platforms: linux}``)."""
+
+    # Every plugin: nothing of the collection diffs.
+    DOCUMENTATION = r"""
 attributes:
   check_mode:
     description: Whether it runs under C(--check) - saying what it would change and changing nothing.
@@ -16,27 +23,12 @@ attributes:
   platform:
     description: The node operating systems it works on.
     support: N/A
-"""
-
-
-class ModuleDocFragment(object):
-    """The attributes the collection's plugins share, each fragment whole (described here, not in
-    ``ansible.builtin.action_common_attributes``): a plugin lists one of them and says only what is its own (its
-    check mode and any detail). Nothing of the collection diffs."""
-
-    # A module that runs on any POSIX node.
-    DOCUMENTATION = _COMMON + r"""
     platforms: posix
-"""
-
-    # A module that reads /proc, /sys or cgroups as Linux has them.
-    LINUX = _COMMON + r"""
-    platforms: linux
 """
 
     # An action plugin that runs on the controller, once per host, never async.
-    ACTION = _COMMON + r"""
-    platforms: posix
+    ACTION = r"""
+attributes:
   action:
     description: It has an action plugin - its work runs on the controller.
     support: full
@@ -48,7 +40,7 @@ class ModuleDocFragment(object):
     support: none
 """
 
-    # Returns ansible_facts (beside one of the above).
+    # Returns ansible_facts.
     FACTS = r"""
 attributes:
   facts:

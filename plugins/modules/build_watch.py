@@ -99,6 +99,7 @@ options:
     choices: [auto, always, never]
     default: auto
 extends_documentation_fragment:
+  - gpufleet.preflight.attributes
   - gpufleet.preflight.attributes.action
 attributes:
   check_mode:

@@ -76,6 +76,7 @@ options:
         and replace only the blocks it names.
     type: path
 extends_documentation_fragment:
+  - gpufleet.preflight.attributes
   - gpufleet.preflight.attributes.action
 attributes:
   check_mode:

@@ -14,6 +14,7 @@ short_description: Build the node-local health check program and validate its po
 version_added: 0.2.0
 author: gpufleet.preflight contributors (@gpufleet)
 extends_documentation_fragment:
+  - gpufleet.preflight.attributes
   - gpufleet.preflight.attributes.action
 description:
   - Writes, on the controller, one zip application holding the collection's node-side health check

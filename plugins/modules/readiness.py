@@ -57,6 +57,7 @@ options:
 extends_documentation_fragment:
   - gpufleet.preflight.readiness_options
   - gpufleet.preflight.node_facts_options
+  - gpufleet.preflight.attributes
   - gpufleet.preflight.attributes.action
   - gpufleet.preflight.attributes.facts
 attributes:
