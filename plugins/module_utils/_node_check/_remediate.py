@@ -115,12 +115,12 @@ def run_ladder(settings, verdict, node, ctx, state_dir):
         busy = dict((f["gpu"], "nvidia-smi not found") for f in faults)
     lines, records = [], []
     for step in _remediation.decide(faults, settings, history, now, busy):
-        if step["step"] == "none":
-            seen = any(_remediation.same_occurrence(step["fault"], h) and h.get("why") == step["why"] for h in history)
-            if not seen:
-                records.append(_remediation.entry(step, now, "none", "no step"))
-        else:
-            state, outcome = ACTIONS[step["step"]](step, ctx)
+        state, outcome = ACTIONS[step["step"]](step, ctx) if step["step"] != "none" else ("none", "no step")
+        # a step not tried (none, refused) is kept once per reason: a run every few minutes repeats it
+        seen = state not in _remediation.ATTEMPTED and any(
+            _remediation.same_occurrence(step["fault"], h) and (h.get("why"), h.get("outcome")) == (step["why"], outcome)
+            for h in history)
+        if not seen:
             records.append(_remediation.entry(step, now, state, outcome))
         said = "" if step["step"] == "none" else "; " + outcome
         lines.append("remediation: %s: %s: %s%s" % (step["fault"]["what"], step["step"], step["why"], said))
