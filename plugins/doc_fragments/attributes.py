@@ -10,9 +10,9 @@ __metaclass__ = type
 class ModuleDocFragment(object):
     """The attributes the collection's plugins share, described here in full (not in
     ``ansible.builtin.action_common_attributes``): a plugin lists this fragment (and ``action`` / ``facts`` where they
-    apply) and says only what is its own - its check mode and its platform (``platform: {platforms: linux}``)."""
+    apply) and says only what is its own - its check mode."""
 
-    # Every plugin: nothing of the collection diffs.
+    # A plugin on any POSIX node; nothing of the collection diffs.
     DOCUMENTATION = r"""
 attributes:
   check_mode:
@@ -24,6 +24,20 @@ attributes:
     description: The node operating systems it works on.
     support: N/A
     platforms: posix
+"""
+
+    # The same for a module that reads /proc, /sys or cgroups as Linux has them (whole: a plugin lists one of the two).
+    LINUX = r"""
+attributes:
+  check_mode:
+    description: Whether it runs under C(--check) - saying what it would change and changing nothing.
+  diff_mode:
+    description: Whether it returns what it changed (or would change) under C(--diff).
+    support: none
+  platform:
+    description: The node operating systems it works on.
+    support: N/A
+    platforms: linux
 """
 
     # An action plugin that runs on the controller, once per host, never async.

@@ -14,7 +14,7 @@ short_description: Report or reap build processes (cmake, ninja, cc1plus, nvcc, 
 version_added: 0.1.0
 author: gpufleet.preflight contributors (@gpufleet)
 extends_documentation_fragment:
-  - gpufleet.preflight.attributes
+  - gpufleet.preflight.attributes.linux
 description:
   - Scans C(/proc) for processes whose executable name is a build tool and reports them, or reaps them
     (SIGTERM, a grace period, then SIGKILL).
@@ -89,7 +89,6 @@ options:
     type: bool
     default: false
 attributes:
-  platform: {platforms: linux}
   check_mode:
     support: full
     details: In check mode nothing is signalled; RV(would_kill) lists what would be.

@@ -51,9 +51,8 @@ seealso:
     plugin_type: filter
 extends_documentation_fragment:
   - gpufleet.preflight.guarded_build_options
-  - gpufleet.preflight.attributes
+  - gpufleet.preflight.attributes.linux
 attributes:
-  platform: {platforms: linux}
   check_mode:
     support: full
     details: Reports whether the build is up to date and what it would run, without running it.

@@ -14,7 +14,7 @@ short_description: Keep a log bundle on a node that is not ready, the remediatio
 version_added: 0.1.0
 author: gpufleet.preflight contributors (@gpufleet)
 extends_documentation_fragment:
-  - gpufleet.preflight.attributes
+  - gpufleet.preflight.attributes.linux
 description:
   - Writes one C(gpufleet-bundle-<node>-<UTC time>.tar.gz) in O(dir) on the node, C(nvidia-bug-report)-style - the
     verdict and every check's message (C(README.txt), C(verdict.json)), every fact the check gathered
@@ -62,7 +62,6 @@ options:
     type: bool
     default: true
 attributes:
-  platform: {platforms: linux}
   check_mode:
     support: full
     details: In check mode nothing is written or removed; RV(message) names the bundle it would keep.

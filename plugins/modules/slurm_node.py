@@ -14,7 +14,7 @@ short_description: Drain a Slurm node that is not ready, resume one this collect
 version_added: 0.2.0
 author: gpufleet.preflight contributors (@gpufleet)
 extends_documentation_fragment:
-  - gpufleet.preflight.attributes
+  - gpufleet.preflight.attributes.linux
 description:
   - Reads the node's state and drain reason with C(sinfo), then, after LBNL NHC's rules, drains a node that is
     not ready with C(scontrol update NodeName=<node> State=DRAIN Reason="<prefix> <first failed check> - <short
@@ -102,7 +102,6 @@ options:
       - The C(slurm.conf) for C(sinfo) and C(scontrol) (as C(SLURM_CONF)). Unset - their own default.
     type: path
 attributes:
-  platform: {platforms: linux}
   check_mode:
     support: full
     details: In check mode only C(sinfo) runs; RV(action) and RV(message) say what would be drained or resumed.

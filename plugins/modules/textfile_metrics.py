@@ -14,7 +14,7 @@ short_description: Write a node's readiness verdict as node_exporter textfile me
 version_added: 0.2.0
 author: gpufleet.preflight contributors (@gpufleet)
 extends_documentation_fragment:
-  - gpufleet.preflight.attributes
+  - gpufleet.preflight.attributes.linux
 description:
   - Writes one file, O(dir)/O(file_name), for node_exporter's textfile collector
     (C(--collector.textfile.directory)), atomically - a temporary file in the same directory, then a rename - so a
@@ -74,7 +74,6 @@ options:
         C(held_back)); written as C(gpufleet_preflight_drain_held_back). Unset - not written.
     type: bool
 attributes:
-  platform: {platforms: linux}
   check_mode:
     support: full
     details: In check mode the file is not written; the task reports changed when it would be.

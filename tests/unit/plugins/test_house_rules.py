@@ -243,7 +243,7 @@ def test_shared_attributes_come_from_the_doc_fragment(path):
     assert doc is not None, "%s: DOCUMENTATION does not parse as YAML" % relative(path)
     own = doc.get("attributes") or {}
     repeated = [name for name, value in own.items() if name != "check_mode" and "details" not in (value or {})]
-    assert not repeated, ("%s repeats %s: take them from gpufleet.preflight.attributes (.posix, .linux, .action, .facts)"
+    assert not repeated, ("%s repeats %s: take them from gpufleet.preflight.attributes (or .linux; .action, .facts)"
                           % (relative(path), ", ".join(repeated)))
     fragments = doc.get("extends_documentation_fragment") or []
     assert any(f.startswith("gpufleet.preflight.attributes") for f in fragments), relative(path)
