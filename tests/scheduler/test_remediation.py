@@ -16,7 +16,7 @@ import json
 import os
 import time
 
-from conftest import POLICY, STATE_DIR
+from conftest import STATE_DIR
 from fleetlib import SBIN, TIMINGS, FleetError, blackwell_rows, install_gpus
 
 GPU0_PCI = "0000:1b:00"  # GPU 0 of the Blackwell fixture (00000000:1B:00.0)
@@ -111,7 +111,7 @@ def test_a_gpu_reset_waits_for_an_idle_gpu_and_a_recurring_xid_escalates(install
         assert resets() == ""
         # The job ends: the next run resets GPU 0, once.
         node.put_stub(SBIN + "/nvidia-smi.d/compute-apps.csv", "", 0o644)
-        wait_for(lambda: resets(), 30, "the GPU reset")
+        wait_for(resets, 30, "the GPU reset")
         time.sleep(5)  # two more runs read the same kernel line: already acted on
         assert resets().splitlines() == ["-r -i 0"], resets()
         done = [h for h in history(cluster, "node4") if h["step"] == "reset_gpu" and h["state"] == "done"]
