@@ -202,7 +202,7 @@ def run_deep_diag(run, dcgmi, level, busy, budget, state_path, valid_hours=DEFAU
     rc, out, err = run([dcgmi, "diag", "-r", str(int(level)), "-j"], float(budget))
     entry["seconds"] = round(time.monotonic() - started, 3)
     if rc is None:
-        entry.update(state="timeout", message="%s ran past its budget of %.0fs and was killed" % (command, float(budget)))
+        entry.update(state="timeout", message="%s ran past its budget of %.1fs and was killed" % (command, float(budget)))
         return entry
     try:
         rows = parse_dcgm_json(out)
