@@ -213,3 +213,25 @@ def run_deep_diag(run, dcgmi, level, busy, budget, state_path, valid_hours=DEFAU
     entry["kept"] = kept_result(level, rows, entry["seconds"], now(), valid_hours)
     save_kept(state_path, entry["kept"])
     return entry
+
+
+def compute_apps_of(gpus):
+    """Every compute process the ``gpufleet_gpus`` facts list, or None where they could not be listed (or no GPU
+    was listed: an active test needs GPUs it can see)."""
+    devices = (gpus or {}).get("devices") or []
+    if not devices or any(dev.get("compute_apps") is None for dev in devices):
+        return None
+    return [app for dev in devices for app in dev["compute_apps"]]
+
+
+def run_active_test(run, gpus, dcgmi, params, now=time.time):
+    """The ``active_test`` module's work: the idle gate (``gpus`` facts, the admission ledgers under
+    ``params["admission_state_dirs"]``), then the diagnostic within ``params["budget"]``, kept at ``result_path``."""
+    admitted = []
+    for state_dir in params.get("admission_state_dirs") or ():
+        admitted.extend(admitted_compiles(read_ledger(state_dir)))
+    busy = idle_reason(compute_apps_of(gpus), admitted, pid_alive)
+    if busy and (gpus or {}).get("state") not in (None, "ok"):
+        busy = "the GPUs could not be listed (%s)" % gpus.get("message")
+    return run_deep_diag(run, dcgmi, params["level"], busy, params["budget"], params["result_path"],
+                         params["valid_hours"], now)

@@ -15,10 +15,12 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import re
+import time
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness._checks import result, skipped, unknown
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness._checks import option as _option
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _xid_catalogue
+from ansible_collections.gpufleet.preflight.plugins.module_utils._facts._dcgm_deep import judge_kept
 
 # NVIDIA's Xid catalogue lives in _xid_catalogue (issue 37); its names are re-exported here for the checks that read it.
 XID_CATALOGUE = _xid_catalogue.XID_CATALOGUE
@@ -368,3 +370,24 @@ def check_dcgm_diag(facts, policy):
     if failed:
         message += " (`dcgmi diag -r 1` for the full table; `-r 2` takes about 2 minutes)"
     return result(name, not failed, dict((t["test"], t["result"]) for t in tests), expected, message, "gpu")
+
+
+def check_dcgm_result(facts, policy, now=time.time):
+    """A passing DCGM level >= ``dcgm_result_min_level`` result younger than ``dcgm_result_max_age`` hours, from the
+    record the active test kept on the node (issue 37 item 2): read, never rerun."""
+    name = "dcgm_result"
+    max_age = _option(policy, "dcgm_result_max_age")
+    if not max_age:
+        return None
+    level = _option(policy, "dcgm_result_min_level") or 2
+    expected = "a passing DCGM level-%d result younger than %s h" % (level, max_age)
+    gpus, why = usable_gpus(facts, name, expected)
+    if why:
+        return why
+    kept = gpus.get("dcgm_result") or {}
+    ok, message = judge_kept(kept.get("record"), max_age, now(), level,
+                             "run the dcgm_diag active test (gpufleet.preflight.active_test, dcgmi diag -r %d -j) on the idle "
+                             "node to refresh %s" % (level, kept.get("path") or "its result"))
+    record = kept.get("record") or {}
+    return result(name, ok, {"verified_at": record.get("verified_at"), "valid_until": record.get("valid_until"),
+                             "level": record.get("level")}, expected, "" if ok else message, "gpu")
