@@ -22,9 +22,7 @@ ACTIVE_TEST_OPTIONS = (
         "The lowest DCGM run level the kept result must come from (O(dcgm_result_max_age)): V(2) (about 2 minutes, the "
         "default), V(3) or V(4) (long stress tests, opt-in).",
     ]),
-    dict(name="dcgm_result_path", check=dict(form="absolute_path"), type="path", default="/var/lib/gpufleet/dcgm-diag.json",
-         roles=CHECK, description=[
-             "Where the DCGM active test keeps its result on the node (C(verified_at), C(valid_until), the tests), "
-             "read by O(dcgm_result_max_age).",
-         ]),
+    dict(name="dcgm_result_path", check=dict(form="absolute_path"), type="path", default="/var/lib/gpufleet/dcgm-diag.json", roles=CHECK,
+         description=["Where the DCGM active test keeps its result on the node (C(verified_at), C(valid_until), the tests), "
+                      "read by O(dcgm_result_max_age)."]),
 )
