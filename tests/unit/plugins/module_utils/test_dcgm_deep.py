@@ -143,3 +143,21 @@ def test_no_hostengine_absent_dcgmi_and_bad_level(node):
     assert down["state"] == "error" and "is nv-hostengine running?" in down["message"]
     assert _dcgm_deep.run_deep_diag(node["run"], None, 2, None, 30, node["state"])["state"] == "absent"
     assert _dcgm_deep.run_deep_diag(node["run"], node["dcgmi"], 1, None, 30, node["state"])["state"] == "error"
+
+
+def test_readiness_check_reads_the_kept_result_and_says_how_to_refresh():
+    from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _gpu_health_checks
+    dev = {"index": 0, "name": "NVIDIA B200", "uuid": "GPU-aa", "compute_apps": []}
+    kept = _dcgm_deep.kept_result(2, _dcgm_deep.parse_dcgm_json(read("diag-r2-pass.json")), 95.0, NOW, 24)
+
+    def facts(record):
+        return {"gpus": {"present": True, "state": "ok", "count": 1, "devices": [dev],
+                         "dcgm_result": {"path": "/var/lib/gpufleet/dcgm-diag.json", "record": record}}}
+    assert _gpu_health_checks.check_dcgm_result(facts(kept), {}) is None   # not asked for: no cost, no verdict
+    policy = {"dcgm_result_max_age": 12, "dcgm_result_min_level": 2}
+    fresh = _gpu_health_checks.check_dcgm_result(facts(kept), policy, now=lambda: NOW + 3600)
+    assert fresh["ok"], fresh
+    stale = _gpu_health_checks.check_dcgm_result(facts(kept), policy, now=lambda: NOW + 13 * 3600)
+    assert not stale["ok"] and "expired" in stale["message"] and "to refresh /var/lib/gpufleet/dcgm-diag.json" in stale["message"]
+    missing = _gpu_health_checks.check_dcgm_result(facts(None), policy, now=lambda: NOW)
+    assert not missing["ok"] and "no DCGM level-2 result is kept" in missing["message"]
