@@ -120,30 +120,6 @@ def kept_result(level, rows, seconds, now, valid_hours):
             "failures": failed, "tests": rows}
 
 
-def judge_kept(kept, max_age_hours, now, min_level=DEFAULT_LEVEL, refresh=None):
-    """``(ok, message)`` for the policy ``a passing DCGM level >= min_level result younger than max_age_hours``,
-    from the kept record alone -- the diagnostic is never rerun by the check."""
-    refresh = refresh or "run the dcgm_diag active test (dcgmi diag -r %d) on the idle node to refresh it" % min_level
-    if not isinstance(kept, dict) or kept.get("verified_at") is None:
-        return False, "no DCGM level-%d result is kept on the node: %s" % (min_level, refresh)
-    try:
-        verified, until, level = float(kept["verified_at"]), float(kept.get("valid_until") or 0), int(kept.get("level") or 0)
-    except (TypeError, ValueError):
-        return False, "the kept DCGM result is not readable: %s" % refresh
-    age = (now - verified) / 3600.0
-    if level < min_level:
-        return False, "the kept DCGM result is level %d, level %d is required: %s" % (level, min_level, refresh)
-    if now > until or age > float(max_age_hours):
-        return False, "the kept DCGM level-%d result expired (%.1f h old, %s h allowed): %s" % (
-            level, age, max_age_hours, refresh)
-    if not kept.get("passed"):
-        names = ", ".join("%s on GPU %s: %s" % (row.get("test"), row.get("gpu"), row.get("detail") or "failed")
-                          for row in (kept.get("failures") or [])[:3])
-        return False, "DCGM level-%d diagnostic failed %.1f h ago: %s; drain the node and hand it to hardware triage" % (
-            level, age, names or "a test failed")
-    return True, "DCGM level-%d diagnostic passed %.1f h ago (valid %s h)" % (level, age, max_age_hours)
-
-
 # ---- I/O below: reads the ledger and the kept record, runs dcgmi ------------------------------------------------
 
 

@@ -20,7 +20,6 @@ import time
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness._checks import result, skipped, unknown
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness._checks import option as _option
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _xid_catalogue
-from ansible_collections.gpufleet.preflight.plugins.module_utils._facts._dcgm_deep import judge_kept
 
 # NVIDIA's Xid catalogue lives in _xid_catalogue (issue 37); its names are re-exported here for the checks that read it.
 XID_CATALOGUE = _xid_catalogue.XID_CATALOGUE
@@ -370,6 +369,30 @@ def check_dcgm_diag(facts, policy):
     if failed:
         message += " (`dcgmi diag -r 1` for the full table; `-r 2` takes about 2 minutes)"
     return result(name, not failed, dict((t["test"], t["result"]) for t in tests), expected, message, "gpu")
+
+
+def judge_kept(kept, max_age_hours, now, min_level=2, refresh=None):
+    """``(ok, message)`` for the policy ``a passing DCGM level >= min_level result younger than max_age_hours``,
+    from the kept record alone -- the diagnostic is never rerun by the check."""
+    refresh = refresh or "run the dcgm_diag active test (dcgmi diag -r %d) on the idle node to refresh it" % min_level
+    if not isinstance(kept, dict) or kept.get("verified_at") is None:
+        return False, "no DCGM level-%d result is kept on the node: %s" % (min_level, refresh)
+    try:
+        verified, until, level = float(kept["verified_at"]), float(kept.get("valid_until") or 0), int(kept.get("level") or 0)
+    except (TypeError, ValueError):
+        return False, "the kept DCGM result is not readable: %s" % refresh
+    age = (now - verified) / 3600.0
+    if level < min_level:
+        return False, "the kept DCGM result is level %d, level %d is required: %s" % (level, min_level, refresh)
+    if now > until or age > float(max_age_hours):
+        return False, "the kept DCGM level-%d result expired (%.1f h old, %s h allowed): %s" % (
+            level, age, max_age_hours, refresh)
+    if not kept.get("passed"):
+        names = ", ".join("%s on GPU %s: %s" % (row.get("test"), row.get("gpu"), row.get("detail") or "failed")
+                          for row in (kept.get("failures") or [])[:3])
+        return False, "DCGM level-%d diagnostic failed %.1f h ago: %s; drain the node and hand it to hardware triage" % (
+            level, age, names or "a test failed")
+    return True, "DCGM level-%d diagnostic passed %.1f h ago (valid %s h)" % (level, age, max_age_hours)
 
 
 def check_dcgm_result(facts, policy, now=time.time):

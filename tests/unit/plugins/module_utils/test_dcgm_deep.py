@@ -18,6 +18,7 @@ import time
 import pytest
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _dcgm_deep
+from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _gpu_health_checks
 from ansible_collections.gpufleet.preflight.plugins.module_utils._run import run_with_timeout
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -72,18 +73,18 @@ def test_kept_result_is_judged_without_rerunning():
     rows = _dcgm_deep.parse_dcgm_json(read("diag-r2-pass.json"))
     kept = _dcgm_deep.kept_result(2, rows, 95.0, NOW, 24)
     assert kept["valid_until"] - kept["verified_at"] == 24 * 3600 and kept["passed"]
-    ok, message = _dcgm_deep.judge_kept(kept, 24, NOW + 3600)
+    ok, message = _gpu_health_checks.judge_kept(kept, 24, NOW + 3600)
     assert ok and "passed 1.0 h ago" in message
-    ok, message = _dcgm_deep.judge_kept(kept, 12, NOW + 13 * 3600)
+    ok, message = _gpu_health_checks.judge_kept(kept, 12, NOW + 13 * 3600)
     assert not ok and "expired (13.0 h old, 12 h allowed)" in message and "to refresh" in message
-    ok, message = _dcgm_deep.judge_kept(None, 24, NOW)
+    ok, message = _gpu_health_checks.judge_kept(None, 24, NOW)
     assert not ok and message.startswith("no DCGM level-2 result is kept on the node: run ") and "to refresh" in message
-    ok, message = _dcgm_deep.judge_kept(kept, 24, NOW, min_level=4)
+    ok, message = _gpu_health_checks.judge_kept(kept, 24, NOW, min_level=4)
     assert not ok and "level 2, level 4 is required" in message
     bad = _dcgm_deep.kept_result(2, _dcgm_deep.parse_dcgm_json(read("diag-r2-memory-fail.json")), 95.0, NOW, 24)
-    ok, message = _dcgm_deep.judge_kept(bad, 24, NOW + 60)
+    ok, message = _gpu_health_checks.judge_kept(bad, 24, NOW + 60)
     assert not ok and "GPU Memory on GPU 1" in message and "drain the node" in message
-    assert not _dcgm_deep.judge_kept({"verified_at": "x", "level": 2}, 24, NOW)[0]
+    assert not _gpu_health_checks.judge_kept({"verified_at": "x", "level": 2}, 24, NOW)[0]
 
 
 @pytest.fixture
@@ -146,7 +147,6 @@ def test_no_hostengine_absent_dcgmi_and_bad_level(node):
 
 
 def test_readiness_check_reads_the_kept_result_and_says_how_to_refresh():
-    from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _gpu_health_checks
     dev = {"index": 0, "name": "NVIDIA B200", "uuid": "GPU-aa", "compute_apps": []}
     kept = _dcgm_deep.kept_result(2, _dcgm_deep.parse_dcgm_json(read("diag-r2-pass.json")), 95.0, NOW, 24)
 
