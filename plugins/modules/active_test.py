@@ -79,6 +79,9 @@ kept:
   type: dict
 """
 
+import math
+import os
+
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _dcgm_deep, _gpus
 from ansible_collections.gpufleet.preflight.plugins.module_utils._run import find_executable, run_with_timeout, search_path
@@ -92,8 +95,13 @@ def main():
         valid_hours=dict(type="float", default=24),
         admission_state_dirs=dict(type="list", elements="path", default=[]),
     ), supports_check_mode=False)
-    if module.params["budget"] <= 0 or module.params["valid_hours"] <= 0:
-        module.fail_json(msg="budget and valid_hours must be above 0")
+    for name in ("budget", "valid_hours"):
+        value = module.params[name]
+        if not math.isfinite(value) or value <= 0:
+            module.fail_json(msg="%s must be a number of %s above 0, not %r" % (name, "seconds" if name == "budget" else "hours", value))
+    for path in [module.params["result_path"]] + list(module.params["admission_state_dirs"]):
+        if not path or not os.path.isabs(path) or "\0" in path:
+            module.fail_json(msg="result_path and admission_state_dirs must be absolute paths, not %r" % path)
     gpus = _gpus.collect_gpus(run_with_timeout)
     dcgmi = find_executable("dcgmi", search_path(_gpus.DEFAULT_SEARCH_DIRS))
     entry = _dcgm_deep.run_active_test(run_with_timeout, gpus, dcgmi, module.params)
