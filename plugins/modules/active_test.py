@@ -79,11 +79,11 @@ kept:
   type: dict
 """
 
-import math
 import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _dcgm_deep, _gpus
+from ansible_collections.gpufleet.preflight.plugins.module_utils._values import non_finite
 from ansible_collections.gpufleet.preflight.plugins.module_utils._run import find_executable, run_with_timeout, search_path
 
 
@@ -97,7 +97,7 @@ def main():
     ), supports_check_mode=False)
     for name in ("budget", "valid_hours"):
         value = module.params[name]
-        if not math.isfinite(value) or value <= 0:
+        if non_finite(value) or value <= 0:
             module.fail_json(msg="%s must be a number of %s above 0, not %r" % (name, "seconds" if name == "budget" else "hours", value))
     for path in [module.params["result_path"]] + list(module.params["admission_state_dirs"]):
         if not path or not os.path.isabs(path) or "\0" in path:
