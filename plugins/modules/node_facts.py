@@ -46,6 +46,11 @@ options:
     type: list
     elements: str
     default: []
+  dcgm_result_path:
+    description:
+      - With the V(gpus) subset, read the result the DCGM active test (C(dcgmi diag -r 2 -j) or deeper) kept at this
+        path (C(verified_at), C(valid_until), the tests) as C(gpufleet_gpus.dcgm_result); the diagnostic is not run.
+    type: path
   ib_counters:
     description:
       - With the V(node) subset, read each InfiniBand port's error counters (C(symbol_error), C(link_downed),
@@ -233,6 +238,7 @@ ARGUMENT_SPEC = dict(
     disk_paths=dict(type="list", elements="path", default=[]),
     service_names=dict(type="list", elements="str", default=[]),
     ib_counters=dict(type="bool", default=False),
+    dcgm_result_path=dict(type="path"),
     node_hardware=dict(type="list", elements="str", default=[], choices=["d_state", "cpu_governor", "nvme", "ipmi_sel",
                                                                                     "sensors"]),
     toolchain_python=dict(type="path"),

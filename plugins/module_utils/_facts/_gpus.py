@@ -15,7 +15,7 @@ __metaclass__ = type
 import re
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._human import human
-from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _gpu_probes
+from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _dcgm_deep, _gpu_probes
 from ansible_collections.gpufleet.preflight.plugins.module_utils._run import did_not_exit, find_executable, run_with_timeout, search_path, side_by_side
 
 # (nvidia-smi field, key in a device). Order is the column order of the query.
@@ -339,13 +339,14 @@ def cuda_version(run, smi, timeout):
 
 
 def collect_gpus(run=run_with_timeout, timeout=10, search_paths=None, probes=(), probe_timeout=5, probe_budget=20,
-                 dcgm_diag_timeout=None):
+                 dcgm_diag_timeout=None, dcgm_result_path=None):
     """``gpufleet_gpus``: devices from nvidia-smi, or why there are none (``present: false`` and a ``state``).
 
     ``run(argv, timeout) -> (rc, stdout, stderr)`` with rc None on timeout; ``search_paths`` default to PATH then
     the usual driver locations. ``probes`` (names in ``_gpu_probes.PROBES``) run after the device query, side by
     side with the compute-apps query, each within ``probe_timeout`` and all within ``probe_budget`` seconds.
     ``dcgm_diag_timeout`` set: ``dcgmi diag -r 1`` runs after them when no process uses the GPUs.
+    ``dcgm_result_path`` set: the result the DCGM active test kept there is read (``dcgm_result``), never rerun.
     """
     dirs = list(search_paths) if search_paths is not None else search_path(DEFAULT_SEARCH_DIRS)
     smi = find_executable("nvidia-smi", dirs)
@@ -401,6 +402,8 @@ def collect_gpus(run=run_with_timeout, timeout=10, search_paths=None, probes=(),
                 "%d process%s on the GPUs" % (len(apps), "" if len(apps) == 1 else "es") if apps else "")
         dcgmi = find_executable("dcgmi", dirs)
         facts["probes"]["dcgm_diag"] = _gpu_probes.run_dcgm_diag(run, dcgmi, busy, dcgm_diag_timeout)
+    if dcgm_result_path:
+        facts["dcgm_result"] = {"path": dcgm_result_path, "record": _dcgm_deep.load_kept(dcgm_result_path)}
     if not devices:
         facts["state"] = "ok"
         facts["message"] = "nvidia-smi ran but listed no GPUs"

@@ -15,6 +15,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import re
+import time
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness._checks import result, skipped, unknown
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness._checks import option as _option
@@ -368,3 +369,48 @@ def check_dcgm_diag(facts, policy):
     if failed:
         message += " (`dcgmi diag -r 1` for the full table; `-r 2` takes about 2 minutes)"
     return result(name, not failed, dict((t["test"], t["result"]) for t in tests), expected, message, "gpu")
+
+
+def judge_kept(kept, max_age_hours, now, min_level=2, refresh=None):
+    """``(ok, message)`` for the policy ``a passing DCGM level >= min_level result younger than max_age_hours``,
+    from the kept record alone -- the diagnostic is never rerun by the check."""
+    refresh = refresh or "run the dcgm_diag active test (dcgmi diag -r %d) on the idle node to refresh it" % min_level
+    if not isinstance(kept, dict) or kept.get("verified_at") is None:
+        return False, "no DCGM level-%d result is kept on the node: %s" % (min_level, refresh)
+    try:
+        verified, until, level = float(kept["verified_at"]), float(kept.get("valid_until") or 0), int(kept.get("level") or 0)
+    except (TypeError, ValueError):
+        return False, "the kept DCGM result is not readable: %s" % refresh
+    age = (now - verified) / 3600.0
+    if level < min_level:
+        return False, "the kept DCGM result is level %d, level %d is required: %s" % (level, min_level, refresh)
+    if now > until or age > float(max_age_hours):
+        return False, "the kept DCGM level-%d result expired (%.1f h old, %s h allowed): %s" % (
+            level, age, max_age_hours, refresh)
+    if not kept.get("passed"):
+        names = ", ".join("%s on GPU %s: %s" % (row.get("test"), row.get("gpu"), row.get("detail") or "failed")
+                          for row in (kept.get("failures") or [])[:3])
+        return False, "DCGM level-%d diagnostic failed %.1f h ago: %s; drain the node and hand it to hardware triage" % (
+            level, age, names or "a test failed")
+    return True, "DCGM level-%d diagnostic passed %.1f h ago (valid %s h)" % (level, age, max_age_hours)
+
+
+def check_dcgm_result(facts, policy, now=time.time):
+    """A passing DCGM level >= ``dcgm_result_min_level`` result younger than ``dcgm_result_max_age`` hours, from the
+    record the active test kept on the node (issue 37 item 2): read, never rerun."""
+    name = "dcgm_result"
+    max_age = _option(policy, "dcgm_result_max_age")
+    if not max_age:
+        return None
+    level = _option(policy, "dcgm_result_min_level") or 2
+    expected = "a passing DCGM level-%d result younger than %s h" % (level, max_age)
+    gpus, why = usable_gpus(facts, name, expected)
+    if why:
+        return why
+    kept = gpus.get("dcgm_result") or {}
+    ok, message = judge_kept(kept.get("record"), max_age, now(), level,
+                             "run the dcgm_diag active test (gpufleet.preflight.active_test, dcgmi diag -r %d -j) on the idle "
+                             "node to refresh %s" % (level, kept.get("path") or "its result"))
+    record = kept.get("record") or {}
+    return result(name, ok, {"verified_at": record.get("verified_at"), "valid_until": record.get("valid_until"),
+                             "level": record.get("level")}, expected, "" if ok else message, "gpu")

@@ -42,6 +42,7 @@ def node_facts_args(policy):
         gpu_probe_timeout=policy["gpu_probe_timeout"],
         gpu_probe_budget=policy["gpu_probe_budget"],
         dcgm_diag_timeout=policy["dcgm_diag_timeout"],
+        dcgm_result_path=policy.get("dcgm_result_path") if policy.get("dcgm_result_max_age") and "gpu" in profiles(policy) else None,
         disk_paths=disk_paths(policy),
         service_names=list(policy.get("required_services") or []) if "node" in profiles(policy) else [],
         ib_counters=bool(policy.get("check_ib_counters")) and "node" in profiles(policy),
@@ -270,6 +271,8 @@ def check(name, profile, function, reads, options=()):
 _GPU = ("gpus.state", "gpus.message", "gpus.devices")
 _DEVICE = "gpus.devices[]."
 _NAMED = tuple(_DEVICE + key for key in ("index", "name", "pci_bus_id", "serial", "uuid"))
+_KEPT = tuple("gpus.dcgm_result.record." + key for key in (
+    "level", "passed", "verified_at", "valid_until", "failures[].test", "failures[].gpu", "failures[].detail"))
 _PROBES = ("gpus.probes",) + tuple("gpus.probes.%s.%s" % (probe, key) for probe in ("nvlink_status", "nvlink_errors", "query")
                                    for key in ("state", "message"))
 _EVENTS = ("kernel_events.readable", "kernel_events.message", "kernel_events.window_seconds")
@@ -330,6 +333,8 @@ CHECKS = (
     check("dcgm_diag", "gpu", gpu_health.check_dcgm_diag, _GPU + ("gpus.probes",) + tuple(
         "gpus.probes.dcgm_diag." + key for key in ("state", "message", "tests[].test", "tests[].result", "tests[].detail")),
         ("check_dcgm_diag", "gpu_probe_timeout_fails")),
+    check("dcgm_result", "gpu", gpu_health.check_dcgm_result, _GPU + ("gpus.dcgm_result", "gpus.dcgm_result.path") + _KEPT,
+          ("dcgm_result_max_age", "dcgm_result_min_level")),
     check("nvcc_arch", "build", gpu_build.check_nvcc_arch, (
         "toolchain.nvcc.present", "toolchain.nvcc.error", "toolchain.nvcc.gpu_archs[]", "toolchain.nvcc.gpu_codes[]",
         "toolchain.nvcc.version", "toolchain.nvcc.cuda_version"), ("nvcc_arch",)),

@@ -35,6 +35,7 @@ import copy
 from ansible_collections.gpufleet.preflight.plugins.module_utils._constants import (
     FATAL_XIDS, MAX_GPU_TIMEOUT, MAX_KERNEL_EVENTS_WINDOW, MAX_WAIT_SECONDS)
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness._node_options import CHECK, NODE_OPTIONS
+from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness._active_test_options import ACTIVE_TEST_OPTIONS
 
 OPTIONS = (
     # ---------------------------------------------------------------- memory and build processes (always)
@@ -242,7 +243,7 @@ OPTIONS = (
         "The default leaves out the cgroups this collection's test suite makes its deliberate OOM kills in "
         "(C(gpufleet-test-*)), so a check right after C(make test) on the same machine is not held back by them.",
     ]),
-) + NODE_OPTIONS + (
+) + NODE_OPTIONS + ACTIVE_TEST_OPTIONS + (
     # ---------------------------------------------------------------- custom, gathering, waiting
     dict(name="custom_checks", check=dict(form="custom_checks"), type="list", elements="dict", default=[], roles=CHECK, description=[
         "Extra checks as JMESPath expressions over the gathered facts (keys without the C(gpufleet_) prefix, "

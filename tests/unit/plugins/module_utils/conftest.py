@@ -16,6 +16,7 @@ __metaclass__ = type
 import copy
 import os
 import shutil
+import time
 
 import pytest
 
@@ -122,7 +123,9 @@ def sxid(code=24007, fatal=True, age=60.0):
 
 # the healthy node: every gpu/build check passes on it (test_gpu_build_checks, test_check_registry)
 HEALTHY = {
-    "gpus": dict(gpus(), probes=dict(gpus()["probes"], dcgm_diag=DCGM_PASS)),
+    "gpus": dict(gpus(), probes=dict(gpus()["probes"], dcgm_diag=DCGM_PASS), dcgm_result={
+        "path": "/var/lib/gpufleet/dcgm-diag.json",
+        "record": {"level": 2, "passed": True, "verified_at": time.time() - 3600, "valid_until": time.time() + 23 * 3600, "failures": []}}),
     "toolchain": toolchain(),
     "disks": {"paths": {"/tmp": disk()}, "errors": []},
     "kernel_events": events(),

@@ -126,12 +126,16 @@ def fixture_facts(tmp_path_factory):
     shutil.copy(STUB_NVIDIA_SMI, str(bin_dir / "nvidia-smi"))
     os.chmod(str(bin_dir / "nvidia-smi"), 0o755)
     shutil.copy(os.path.join(os.path.dirname(STUB_NVIDIA_SMI), "dcgmi"), str(bin_dir / "dcgmi"))
+    from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _dcgm_deep
+    kept_path = str(tmp / "dcgm-diag.json")   # the record the active test keeps, from a failing level-2 document
+    with open(os.path.join(FIXTURES, "gpus", "dcgm", "diag-r2-memory-fail.json")) as handle:
+        _dcgm_deep.save_kept(kept_path, _dcgm_deep.kept_result(2, _dcgm_deep.parse_dcgm_json(handle.read()), 95.0, 1764900000.0, 24))
     for scenario in ("rtx_pro_6000_x8", "b200_x8", "a100_pre535", "v100_r470", "exit_9", "geforce_na",
                      "h100_x2_nvswitch", "rtx5090_570", "b200_fabric_in_progress"):
         env = dict(os.environ, GPUFLEET_STUB_DIR=os.path.join(FIXTURES, "gpus", scenario))
         facts = _gpus.collect_gpus(lambda argv, timeout, env=env: run_with_timeout(argv, timeout, env=env),
                                    timeout=10, search_paths=[str(bin_dir)], probes=("nvlink_status", "nvlink_errors", "query"),
-                                   dcgm_diag_timeout=10)
+                                   dcgm_diag_timeout=10, dcgm_result_path=kept_path)
         out.append(("gpus/" + scenario, {"gpus": facts}))
     root = tmp / "kmsg"
     (root / "dev").mkdir(parents=True)

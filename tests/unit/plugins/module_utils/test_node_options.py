@@ -17,7 +17,7 @@ def test_the_node_rows_are_in_the_table_once_and_in_order():
     start = names.index(node[0])
     assert names[start:start + len(node)] == node
     assert len(set(names)) == len(names)
-    assert names[start - 1] == "oom_ignore_cgroups" and names[start + len(node)] == "custom_checks"
+    assert names[start - 1] == "oom_ignore_cgroups" and names[start + len(node)] == "dcgm_result_max_age"
 
 
 def test_the_ib_counter_options_are_bounded_and_off_by_default():

@@ -1,0 +1,28 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The active tests' rows of the readiness option table (issue 37 item 2; ``_readiness_options.OPTIONS`` holds them
+after the node profile's): same shape, same rules, see ``_readiness_options``. The node-local check only reads the
+result an active test kept; it never runs one."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+CHECK = ("main", "check")
+
+ACTIVE_TEST_OPTIONS = (
+    dict(name="dcgm_result_max_age", check=dict(min=0, max=8760, unit="hours"), type="int", default=0, roles=CHECK, description=[
+        "Require a passing DCGM diagnostic (C(dcgmi diag -r 2 -j) or deeper) younger than this many hours, read from "
+        "the result an active test kept on the node at O(dcgm_result_path) (gpu profile); the check never reruns the "
+        "diagnostic. A missing, expired or failed result fails the node and says how to refresh it. V(0) does not "
+        "require one (the default: the node-local check costs what it did).",
+    ]),
+    dict(name="dcgm_result_min_level", check=dict(min=2, max=4), type="int", default=2, roles=CHECK, description=[
+        "The lowest DCGM run level the kept result must come from (O(dcgm_result_max_age)): V(2) (about 2 minutes, the "
+        "default), V(3) or V(4) (long stress tests, opt-in).",
+    ]),
+    dict(name="dcgm_result_path", check=dict(form="absolute_path"), type="path", default="/var/lib/gpufleet/dcgm-diag.json", roles=CHECK,
+         description=["Where the DCGM active test keeps its result on the node (C(verified_at), C(valid_until), the tests), "
+                      "read by O(dcgm_result_max_age)."]),
+)

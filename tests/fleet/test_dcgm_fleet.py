@@ -1,0 +1,104 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpufleet.preflight contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Deeper DCGM diagnostics on the fleet (issue 37 item 2): the active test runs ``dcgmi diag -r 2 -j`` (the stand-in)
+only on idle nodes and keeps its result; the preflight reads the kept result without rerunning it.
+
+Every node an HGX H100 pair. node1: healthy. node2: level 2 fails GPU Memory on GPU 1. node3: a compute process on
+GPU 0. node4: a compile admitted by a real admission ledger (its launcher a live process on the node). node5: its kept
+result is 48 hours old."""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import time
+
+from fleetlib import REPO_ROOT, flagged, install_gpus, report_hosts, run_playbook
+
+PLAYBOOK = os.path.join(REPO_ROOT, "playbooks", "preflight.yml")
+DCGM = os.path.join(REPO_ROOT, "tests", "unit", "plugins", "module_utils", "fixtures", "gpus", "dcgm")
+STUBS = "/usr/local/sbin/nvidia-smi.d"
+ACTIVE = """- hosts: all
+  gather_facts: false
+  tasks:
+    - gpufleet.preflight.active_test:
+        level: 2
+        budget: 30
+        result_path: "%s/{{ inventory_hostname }}/dcgm.json"
+        admission_state_dirs: ["%s/{{ inventory_hostname }}/admission"]
+      register: active
+    - copy:
+        content: "{{ active | to_json }}"
+        dest: "%s/{{ inventory_hostname }}/active.json"
+      delegate_to: localhost
+"""
+
+
+def fixture(name):
+    with open(os.path.join(DCGM, name)) as handle:
+        return handle.read()
+
+
+def test_dcgm_level_2_kept_result_flags_only_its_node_and_busy_nodes_never_run_it(fresh_fleet, tmp_path):
+    fleet = fresh_fleet(5)
+    app = "GPU-4039dfe4-0c97-4b1e-683e-eb7d42699053, 4425, python3, 80000\n"
+    for node in fleet.nodes:
+        files = {"dcgm-diag-r2.json": fixture("diag-r2-memory-fail.json" if node.name == "node2" else "diag-r2-pass.json")}
+        if node.name == "node3":
+            files["compute-apps.csv"] = app
+        install_gpus(node, scenario="h100_x2_nvswitch", files=files)
+        os.makedirs(os.path.join(fleet.dir, node.name, "admission"))
+    launcher = fleet["node4"].run("setsid sleep 600 </dev/null >/dev/null 2>&1 & echo $!", check=True).stdout.strip()
+    with open(os.path.join(fleet.dir, "node4", "admission", "ledger.json"), "w") as handle:
+        json.dump({launcher: {"state": "running", "bytes": 2 << 30, "since": time.time(), "group": "b1"}}, handle)
+
+    playbook = os.path.join(str(tmp_path), "active.yml")
+    with open(playbook, "w") as handle:
+        handle.write(ACTIVE % (fleet.dir, fleet.dir, fleet.dir))
+    result = run_playbook(playbook, fleet.inventory_path)
+    assert result.rc == 0 and "Traceback" not in result.stdout + result.stderr, result.stdout[-3000:]
+    answers = {}
+    for node in fleet.nodes:
+        with open(os.path.join(fleet.dir, node.name, "active.json")) as handle:
+            answers[node.name] = json.load(handle)
+    assert [answers[n]["state"] for n in sorted(answers)] == ["ok", "ok", "not_run", "not_run", "ok"], answers
+    assert "1 compute process(es) on the GPUs: python3 (pid 4425)" in answers["node3"]["message"]
+    assert "admitted by the build admission ledger (pid %s)" % launcher in answers["node4"]["message"]
+    for name in ("node3", "node4"):   # the busy nodes never started the diagnostic, kept nothing
+        assert fleet[name].run("cat %s/dcgm-runs.log 2>/dev/null || true" % STUBS).stdout.strip() == "", name
+        assert not os.path.exists(os.path.join(fleet.dir, name, "dcgm.json"))
+    assert fleet["node1"].run("cat %s/dcgm-runs.log" % STUBS).stdout.strip() == "diag -r 2 -j"
+    stale = os.path.join(fleet.dir, "node5", "dcgm.json")
+    with open(stale) as handle:
+        record = json.load(handle)
+    record.update(verified_at=record["verified_at"] - 48 * 3600, valid_until=record["valid_until"] - 48 * 3600)
+    with open(stale, "w") as handle:
+        json.dump(record, handle)
+
+    result = run_playbook(PLAYBOOK, fleet.inventory_path, extra_vars={
+        "preflight_profiles": ["gpu"],
+        "preflight_expected_gpus": 2,
+        "preflight_compute_capability": "9.0",
+        "preflight_min_available_memory": "1GiB",
+        "preflight_allow_gpu_compute_apps": True,
+        "preflight_dcgm_result_max_age": 24,
+        "preflight_dcgm_result_path": "%s/{{ inventory_hostname }}/dcgm.json" % fleet.dir,
+        "preflight_report_dir": str(tmp_path),
+    })
+    assert "Traceback" not in result.stdout + result.stderr
+    hosts = report_hosts(tmp_path)
+    failed = flagged(hosts)
+    assert failed == {"node2": ["dcgm_result"], "node3": ["dcgm_result"], "node4": ["dcgm_result"],
+                      "node5": ["dcgm_result"]}, json.dumps(dict((n, hosts[n]["reason"]) for n in hosts), indent=1)
+    assert "GPU Memory on GPU 1" in hosts["node2"]["reason"] and "DCGM error 83" in hosts["node2"]["reason"]
+    assert "expired (48.0 h old, 24 h allowed)" in hosts["node5"]["reason"] and "to refresh" in hosts["node5"]["reason"]
+    for name in ("node3", "node4"):
+        assert "no DCGM level-2 result is kept on the node: run the dcgm_diag active test" in hosts[name]["reason"], name
+    node1 = dict((c["name"], c) for c in hosts["node1"]["checks"])
+    assert node1["dcgm_result"]["status"] == "ok", node1["dcgm_result"]
+    # the preflight read the kept results: no node ran dcgmi again
+    assert fleet["node1"].run("cat %s/dcgm-runs.log" % STUBS).stdout.strip() == "diag -r 2 -j"
+    fleet["node4"].run("kill %s" % launcher)
