@@ -174,6 +174,12 @@ def test_node_hardware_faults_flag_exactly_their_node(fresh_fleet, tmp_path):
     InfiniBand port flaps (link_downed and symbol_error grow between the runs). node1 has every tool, all healthy.
     The nodes share this machine's home: each one's SEL and IB baselines must stay its own."""
     fleet = fresh_fleet(5)
+    # the nodes share this machine's home: no SEL or IB baseline of an earlier fleet's nodes of the same names
+    cache = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "gpufleet-preflight")
+    for node in fleet.nodes:
+        for name in ("ipmi-sel-%s.json", "ib-counters-%s.json"):
+            if os.path.exists(os.path.join(cache, name % node.name)):
+                os.unlink(os.path.join(cache, name % node.name))
     binary = os.path.join(fleet.dir, "d-state")
     source = binary + ".c"
     with open(source, "w") as handle:
