@@ -77,6 +77,11 @@ def release_slot(fd, path):
     os.close(fd)
 
 
+def _in_fleet_dir(name):
+    """A read-only attribute: ``name`` inside the fleet's directory (made by start())."""
+    return property(lambda fleet: os.path.join(fleet.dir, name))
+
+
 class Fleet:
     """N nodes; start(n) brings them up and writes the inventory, stop() removes every trace."""
 
@@ -97,29 +102,12 @@ class Fleet:
         self._slot_lock = None
 
     # paths inside the fleet dir
-    @property
-    def client_key(self):
-        return os.path.join(self.dir, "id_ed25519")
-
-    @property
-    def host_key(self):
-        return os.path.join(self.dir, "ssh_host_ed25519_key")
-
-    @property
-    def authorized_keys(self):
-        return os.path.join(self.dir, "authorized_keys")
-
-    @property
-    def inventory_path(self):
-        return os.path.join(self.dir, "inventory.yml")
-
-    @property
-    def bin_dir(self):
-        return os.path.join(self.dir, "bin")
-
-    @property
-    def control_path(self):
-        return os.path.join(self.dir, "cp-%C")
+    client_key = _in_fleet_dir("id_ed25519")
+    host_key = _in_fleet_dir("ssh_host_ed25519_key")
+    authorized_keys = _in_fleet_dir("authorized_keys")
+    inventory_path = _in_fleet_dir("inventory.yml")
+    bin_dir = _in_fleet_dir("bin")
+    control_path = _in_fleet_dir("cp-%C")
 
     def __getitem__(self, name):
         for node in self.nodes:

@@ -159,8 +159,9 @@ class SlurmCluster:
             self._wait(lambda: not pid_alive(pid), 10, "slurmd of %s to exit" % node.name, raise_=False)
             kill_quietly(pid, signal.SIGKILL)
 
-    def stop_slurmctld(self):
-        proc = self.pids.pop("slurmctld", None)
+    def _end_daemon(self, name):
+        """A daemon this cluster started (slurmctld, munged): SIGTERM, 10 s, then SIGKILL."""
+        proc = self.pids.pop(name, None)
         if proc is not None:
             proc.terminate()
             try:
@@ -168,6 +169,9 @@ class SlurmCluster:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(10)
+
+    def stop_slurmctld(self):
+        self._end_daemon("slurmctld")
 
     def start_slurmctld(self, timeout=30.0):
         self._daemon("slurmctld", ["slurmctld", "-D", "-f", self.conf])
@@ -189,14 +193,7 @@ class SlurmCluster:
         for name in [key for key in self.pids if key.startswith("slurmd-")]:
             self.stop_slurmd(self.fleet[name[len("slurmd-"):]])
         self.stop_slurmctld()
-        proc = self.pids.pop("munged", None)
-        if proc is not None:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
+        self._end_daemon("munged")
 
     @staticmethod
     def _wait(predicate, timeout, what, raise_=True):
