@@ -17,6 +17,11 @@ import time
 
 import pytest
 
+# tests/tools: the helpers the suites share (proctools.py), also where tests/run-all.sh does not put it on PYTHONPATH
+TOOLS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools")
+if TOOLS not in sys.path:
+    sys.path.append(TOOLS)
+
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 PROJECTS = os.path.join(REPO, "tests", "projects")
 ANSIBLE = os.path.join(os.path.dirname(sys.executable), "ansible")

@@ -22,6 +22,7 @@ import sys
 import time
 
 from conftest import PROJECTS, REPO, own_memory_cgroup, run_module
+from proctools import rmdir_retrying
 
 ADMISSION = os.path.join(REPO, "plugins", "module_utils", "_build", "_admission.py")
 MIXED = os.path.join(PROJECTS, "standin_mixed_memory")
@@ -141,12 +142,7 @@ def test_launcher_reads_its_cgroup_limit_and_reclaims_dead_entries(tmp_path):
         with open(str(state / "ledger.json")) as handle:
             assert json.load(handle) == {}
     finally:
-        for dummy in range(50):
-            try:
-                os.rmdir(group)
-                break
-            except OSError:
-                time.sleep(0.1)
+        rmdir_retrying(group)
     assert not os.path.exists(group)
 
 

@@ -18,6 +18,7 @@ import sys
 import time
 
 from conftest import PROJECTS, REPO, own_memory_cgroup
+from proctools import proc_stats, rmdir_retrying
 
 ADMISSION = os.path.join(REPO, "plugins", "module_utils", "_build", "_admission.py")
 HOGCC = os.path.join(PROJECTS, "standin_mixed_memory", "hogcc.py")
@@ -34,12 +35,7 @@ def memory_cgroup(name, limit_mib):
         set_limit(path, limit_mib)
         yield path
     finally:
-        for _attempt in range(50):
-            try:
-                os.rmdir(path)
-                break
-            except OSError:
-                time.sleep(0.1)
+        rmdir_retrying(path)
 
 
 def set_limit(path, limit_mib, deadline=10.0):
@@ -181,17 +177,7 @@ def subreaper():
 
 def stopped_in_group(pgid):
     """The pids of group ``pgid`` that are stopped (state T)."""
-    found = []
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open("/proc/%s/stat" % name) as handle:
-                    fields = handle.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[2]) == pgid and fields[0] == "T":
-                found.append(int(name))
-    return found
+    return [pid for pid, fields in proc_stats() if int(fields[2]) == pgid and fields[0] == "T"]
 
 
 def frozen_pair(tmp_path, name):

@@ -8,7 +8,6 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-import errno
 import json
 import os
 import signal
@@ -16,6 +15,7 @@ import subprocess
 import time
 
 from conftest import ansible_env, build_cgroups, module_command, own_memory_cgroup, run_module, wait_for_status
+from proctools import rmdir_retrying
 
 HUNGRY_CMD = "cmake -S . -B build -G Ninja -DHOG_MIB={mib} -DHOG_SECONDS={seconds} && cmake --build build"
 
@@ -144,11 +144,4 @@ def test_other_builds_cgroups_are_left_alone_and_empty_stale_ones_removed(hungry
         other.kill()
         other.wait()
         for path in (busy, empty):
-            for dummy in range(50):
-                try:
-                    os.rmdir(path)
-                    break
-                except OSError as exc:
-                    if exc.errno == errno.ENOENT:
-                        break
-                    time.sleep(0.1)
+            rmdir_retrying(path)

@@ -21,7 +21,7 @@ import time
 
 import pytest
 
-from conftest import PROJECTS, REPO, module_command, ansible_env, parse_result, run_local
+from conftest import PROJECTS, REPO, module_command, ansible_env, parse_result, role_vars, run_local
 
 sys.path.insert(0, os.path.join(REPO, "plugins", "module_utils", "_build"))
 sys.path.insert(0, os.path.join(REPO, "plugins", "module_utils", "_facts"))
@@ -85,23 +85,10 @@ def test_gencodes_restricted_to_sm120_in_build_ninja(tmp_path):
 
 
 def standin_vars(tmp_path, venv, **more):
-    variables = {
-        "sgl_kernel_gate": False,
-        "sgl_kernel_build_deps": False,
-        "sgl_kernel_source_type": "controller",
-        "sgl_kernel_controller_src": STANDIN,
-        "sgl_kernel_checkout_dir": str(tmp_path / "src"),
-        "sgl_kernel_report_dir": str(tmp_path / "reports"),  # the default, reports/ of the cwd, is the checkout here
-        "sgl_kernel_subdir": "",
-        "sgl_kernel_venv": venv,
-        "sgl_kernel_import_name": "standin_sgl_kernel",
-        "sgl_kernel_memory_per_thread": "1GiB",
-        "sgl_kernel_poll_interval": 3,
-        "sgl_kernel_offline_dir": OFFLINE,
-        "sgl_kernel_fetchcontent_offline": True,
-        "sgl_kernel_target_archs": "12.0",
-        "sgl_kernel_drop_targets": "ops_sm90_build",
-    }
+    """conftest's role_vars for the stand-in tree: offline sources, sm120 only, the sm90 target dropped."""
+    variables = role_vars(tmp_path, venv, sgl_kernel_controller_src=STANDIN, sgl_kernel_import_name="standin_sgl_kernel",
+                          sgl_kernel_offline_dir=OFFLINE, sgl_kernel_fetchcontent_offline=True,
+                          sgl_kernel_target_archs="12.0", sgl_kernel_drop_targets="ops_sm90_build")
     variables.update(more)
     return variables
 

@@ -29,16 +29,11 @@ import pytest
 # fleetlib lives in tests/tools, shared with bench/ (which must not import from a test folder of its own).
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
 from fleetlib import REPO_ROOT, TIMINGS, Fleet, FleetError, fleet_size_from_env, missing_prerequisites, run_adhoc, run_playbook  # noqa: F401,E402 pylint: disable=unused-import,wrong-import-position
+from needs import require, stop_all  # noqa: E402 pylint: disable=wrong-import-position
 
 
 def _require_fleet():
-    problems = missing_prerequisites()
-    if not problems:
-        return
-    reason = "fleet tests need: " + "; ".join(problems)
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(reason + " (CI=true: failing instead of skipping)", pytrace=False)
-    pytest.skip(reason)
+    require("fleet tests", missing_prerequisites())
 
 
 def _start(size):
@@ -81,14 +76,7 @@ def fresh_fleet():
         return started[-1]
 
     yield make
-    errors = []
-    for one in started:
-        try:
-            one.stop()
-        except FleetError as exc:
-            errors.append(str(exc))
-    if errors:
-        pytest.fail("; ".join(errors), pytrace=False)
+    stop_all(started, FleetError)
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -20,6 +20,11 @@ import zlib
 
 import pytest
 
+# tests/tools: the helpers the suites share (proctools.py), also where tests/run-all.sh does not put it on PYTHONPATH
+TOOLS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools")
+if TOOLS not in sys.path:
+    sys.path.append(TOOLS)
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MODULES = os.path.join(REPO, "plugins", "modules")
 COLLECTIONS = os.path.join(REPO, ".tmp", "collections")

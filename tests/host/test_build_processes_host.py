@@ -22,6 +22,7 @@ import time
 import pytest
 
 from conftest import run_plugin_module
+from proctools import proc_stats
 
 LONG = 600
 # what ansible-playbook passes under ANSIBLE_DISPLAY_TRACEBACK=always: the module then returns the traceback of
@@ -44,17 +45,7 @@ def handled_traceback(result):
 
 def children_of(pid):
     """Host pids whose parent is ``pid``."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open("/proc/%s/stat" % entry) as handle:
-                    text = handle.read()
-            except (IOError, OSError):
-                continue
-            if int(text[text.rfind(")") + 2:].split()[1]) == pid:
-                found.append(int(entry))
-    return found
+    return [child for child, fields in proc_stats() if int(fields[1]) == pid]
 
 
 def ns_pids(init_host_pid):

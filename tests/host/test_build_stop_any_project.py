@@ -45,6 +45,16 @@ def status(project, build_dir="out"):
         return {}
 
 
+def kill_leftovers(left):
+    """What a failed test left running: the build's process group and the module, by the status file's pids."""
+    for pid, kill in ((left.get("build_pgid"), os.killpg), (left.get("module_pid"), os.kill)):
+        if pid:
+            try:
+                kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+
 def test_build_stop_chdir_stops_any_guarded_build(tmp_path):
     project = tmp_path / "project"
     project.mkdir()
@@ -62,13 +72,7 @@ def test_build_stop_chdir_stops_any_guarded_build(tmp_path):
         assert "stopped run %s" % status(project).get("run_id") in stop.stdout, stop.stdout
         assert status(project).get("state") == "stopped", status(project)
     finally:
-        left = status(project)
-        for pid, kill in ((left.get("build_pgid"), os.killpg), (left.get("module_pid"), os.kill)):
-            if pid:
-                try:
-                    kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
+        kill_leftovers(status(project))
 
 
 def test_build_watchs_doc_example_does_not_fail_a_node_stopped_on_request(tmp_path):
@@ -101,10 +105,4 @@ def test_build_watchs_doc_example_does_not_fail_a_node_stopped_on_request(tmp_pa
         if example.poll() is None:
             example.kill()
             example.wait()
-        left = status(built, "build")
-        for pid, kill in ((left.get("build_pgid"), os.killpg), (left.get("module_pid"), os.kill)):
-            if pid:
-                try:
-                    kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
+        kill_leftovers(status(built, "build"))

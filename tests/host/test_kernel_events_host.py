@@ -23,6 +23,7 @@ import pytest
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _kernel_events as ke
 from ansible_collections.gpufleet.preflight.plugins.module_utils._run import run_with_timeout
+from proctools import rmdir_retrying
 
 LIMIT = 64 * 2 ** 20
 
@@ -65,12 +66,7 @@ def oom_kill():
         cgroup = cg_dir[len("/sys/fs/cgroup/memory"):]
         yield child.pid, os.path.basename(sys.executable)[:15], cgroup, started
     finally:
-        for _attempt in range(50):
-            try:
-                os.rmdir(cg_dir)
-                break
-            except OSError:
-                time.sleep(0.1)
+        rmdir_retrying(cg_dir)
     assert not os.path.exists(cg_dir)
 
 

@@ -13,13 +13,11 @@ import pytest
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _hardware as hw
 from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _node_facts
+from ansible_collections.gpufleet.preflight.tests.unit.conftest import fixture_reader
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "hardware")
 
-
-def text(name):
-    with open(os.path.join(FIXTURES, name)) as handle:
-        return handle.read()
+text = fixture_reader(FIXTURES)
 
 
 def smart_run(outputs):

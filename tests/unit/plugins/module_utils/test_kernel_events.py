@@ -13,13 +13,11 @@ import pytest
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _kernel_events as ke
 from ansible_collections.gpufleet.preflight.plugins.module_utils._run import run_with_timeout
+from ansible_collections.gpufleet.preflight.tests.unit.conftest import fixture_reader
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "kernel_events")
 
-
-def text(name):
-    with open(os.path.join(FIXTURES, name)) as handle:
-        return handle.read()
+text = fixture_reader(FIXTURES)
 
 
 def test_kmsg_memcg_oom_captured_on_6_18():

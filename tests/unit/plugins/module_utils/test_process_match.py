@@ -45,25 +45,17 @@ def test_name_matcher(names, name, matches):
     assert NameMatcher(names)(name) is matches
 
 
-@pytest.mark.parametrize("names, message", [
-    (["/usr/bin/ninja"], "names: '/usr/bin/ninja' holds '/'"),
-    (["ninja\x00"], "names: 'ninja\\x00' holds a NUL byte"),
-    ([""], "names: '' is not a process name"),
-])
-def test_name_matcher_rejects(names, message):
+@pytest.mark.parametrize("build, values, message", [
+    (NameMatcher, ["/usr/bin/ninja"], "names: '/usr/bin/ninja' holds '/'"),
+    (NameMatcher, ["ninja\x00"], "names: 'ninja\\x00' holds a NUL byte"),
+    (NameMatcher, [""], "names: '' is not a process name"),
+    (compile_patterns, ["ninja("], "patterns: 'ninja(' is not a valid regular expression: missing ), unterminated subpattern"),
+    (compile_patterns, ["x{99999999999}"], "patterns: 'x{99999999999}' is not a valid regular expression"),  # OverflowError in re
+    (compile_patterns, [""], "patterns: '' is not a regular expression"),
+], ids=["name-with-slash", "name-with-nul", "empty-name", "bad-pattern", "overflowing-pattern", "empty-pattern"])
+def test_bad_names_and_patterns_are_refused_by_their_option(build, values, message):
     with pytest.raises(ValueError) as info:
-        NameMatcher(names)
-    assert message in str(info.value)
-
-
-@pytest.mark.parametrize("patterns, message", [
-    (["ninja("], "patterns: 'ninja(' is not a valid regular expression: missing ), unterminated subpattern"),
-    (["x{99999999999}"], "patterns: 'x{99999999999}' is not a valid regular expression"),   # OverflowError in re
-    ([""], "patterns: '' is not a regular expression"),
-])
-def test_compile_patterns_rejects(patterns, message):
-    with pytest.raises(ValueError) as info:
-        compile_patterns(patterns)
+        build(values)
     assert message in str(info.value)
 
 

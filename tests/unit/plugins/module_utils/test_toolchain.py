@@ -15,13 +15,11 @@ import pytest
 from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _toolchain
 from ansible_collections.gpufleet.preflight.plugins.module_utils import _versions
 from ansible_collections.gpufleet.preflight.plugins.module_utils._run import run_with_timeout
+from ansible_collections.gpufleet.preflight.tests.unit.conftest import fixture_reader
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "toolchain")
 
-
-def text(name):
-    with open(os.path.join(FIXTURES, name)) as handle:
-        return handle.read()
+text = fixture_reader(FIXTURES)
 
 
 def nvcc_facts(cuda):
