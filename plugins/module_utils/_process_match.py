@@ -122,25 +122,68 @@ def classify_process(comm, match_name, exe_name=None, argv=None, pattern_hit=Fal
     return None, None
 
 
-def is_orphan(proc, init):
+# An init starts its command (dumb-init's, a container's entrypoint) as it starts: a session leader re-parented to
+# pid 1 that began this long after pid 1 was started by something else, a shell that is gone.
+LAUNCH_SECONDS = 5
+
+
+def service_cgroup(cgroup_text):
+    """``/proc/<pid>/cgroup`` -> ``"service"`` (a systemd system service: ``x.service``, ``systemd-run``'s
+    ``run-u7.service``), ``"login"`` (a login session's ``session-N.scope``) or None (no systemd path, unreadable).
+    The unified line (``0::``) or, on a v1 host, the ``name=systemd`` one carries the unit."""
+    path = None
+    for line in (cgroup_text or "").splitlines():
+        fields = line.split(":", 2)
+        if len(fields) == 3 and (fields[0] == "0" and fields[1] == "" or fields[1] == "name=systemd"):
+            path = fields[2]
+            if fields[1] == "name=systemd":
+                break
+    if not path:
+        return None
+    parts = [part for part in path.split("/") if part]
+    if any(part.startswith("session-") and part.endswith(".scope") for part in parts):
+        return "login"
+    if any(part.startswith("user@") for part in parts):
+        return None  # a user manager's unit: its processes have systemd --user as parent, not pid 1
+    if any(part.endswith(".service") for part in parts):
+        return "service"
+    return None
+
+
+def is_orphan(proc, init, cgroup=None, clock_ticks=100):
     """Whether a process was left behind by a parent that is gone, not merely a child of pid 1.
 
     ``proc`` and ``init`` (pid 1 of the namespace, or None when unreadable) carry ``pid``, ``ppid``, ``pgrp``,
-    ``session``; ``init`` also ``build_tool`` (its name is a build tool's). A child of pid 1 is *not* an orphan
-    when pid 1 is itself the build (``make -j`` as a container's command: its jobs are its children); when it
-    leads its own session (a systemd service, dumb-init's command, ``systemd-run``); or when it leads its own
-    process group inside pid 1's session (tini's command). Anything else re-parented to pid 1 lost its parent:
-    a job of a login session that ended, a compiler whose make was killed.
+    ``session`` and, where read, ``start_ticks``; ``init`` also ``build_tool`` (its name is a build tool's).
+    ``cgroup``: :func:`service_cgroup` of the process, where read. A child of pid 1 is *not* an orphan when pid 1
+    is itself the build (``make -j`` as a container's command: its jobs are its children); when it leads its own
+    process group inside pid 1's session (tini's command); or when it leads its own session and is a systemd
+    service (``systemd-run`` too) or init's own command (dumb-init's), started with pid 1. A session leader in a
+    login session's scope, or started long after pid 1, was ``setsid``'d by a shell that is gone: an orphan.
+    Anything else re-parented to pid 1 lost its parent: a job of a login session that ended, a compiler whose make
+    was killed.
     """
     if proc["pid"] == 1 or proc["ppid"] != 1:
         return False
     if init is not None and init.get("build_tool"):
         return False
     if proc.get("session") == proc["pid"]:
-        return False
+        return _setsid_orphan(proc, init, cgroup, clock_ticks)
     if init is not None and proc.get("session") == init.get("session") and proc.get("pgrp") == proc["pid"]:
         return False
     return True
+
+
+def _setsid_orphan(proc, init, cgroup, clock_ticks):
+    """A session leader whose parent is pid 1: an orphan only on evidence (see :func:`is_orphan`)."""
+    if cgroup == "service":
+        return False
+    if cgroup == "login":
+        return True
+    started, init_started = proc.get("start_ticks"), (init or {}).get("start_ticks")
+    if started is None or init_started is None:
+        return False  # no evidence either way: a daemon's command is never reaped on a guess
+    return started - init_started > LAUNCH_SECONDS * clock_ticks
 
 
 def broad_names(names):

@@ -24,6 +24,8 @@ import pytest
 from conftest import run_plugin_module
 from proctools import proc_stats
 
+from ansible_collections.gpufleet.preflight.plugins.module_utils._process_match import LAUNCH_SECONDS
+
 LONG = 600
 # what ansible-playbook passes under ANSIBLE_DISPLAY_TRACEBACK=always: the module then returns the traceback of
 # an exception being handled when fail_json is called
@@ -166,6 +168,26 @@ def test_minimal_init_as_pid_1_spares_the_live_make_and_reaps_the_real_orphan(to
     after = ns_pids(container.init)
     assert "nvcc" not in after
     assert after["make"] == procs["make"] and after["ninja"] == procs["ninja"] and after["cc1plus"] == procs["cc1plus"]
+
+
+@needs_namespaces
+def test_a_setsid_compiler_whose_shell_exited_is_an_orphan_and_init_s_command_is_not(tools, tmp_path):
+    """Issue 39: ``setsid nvcc &`` from a shell that then exits leaves nvcc leading its own session under pid 1, as
+    dumb-init's own command does; only the one started long after pid 1 lost its parent, and only it is reaped."""
+    bin_dir, start = tools
+    later = LAUNCH_SECONDS + 1
+    container = start("dumb-init", "sh", "-c", "sleep %d; ( setsid %s/nvcc %d & ) ; exec %s/ninja %d"
+                      % (later, bin_dir, LONG, bin_dir, LONG))
+    procs = container.wait_for(["ninja", "nvcc"], seconds=later + 10)
+    found = by_name(run_plugin_module("build_processes", {}, tmp_path, inside=container.init)[0])
+    assert found["nvcc"]["ppid"] == 1 and found["nvcc"]["orphaned"], found
+    assert found["ninja"]["ppid"] == 1 and not found["ninja"]["orphaned"], found   # dumb-init's command (exec'd sh)
+
+    reaped, _seconds = run_plugin_module("build_processes", {"state": "absent", "orphaned_only": True, "grace": 2}, tmp_path,
+                                         inside=container.init)
+    assert [item["name"] for item in reaped["killed"]] == ["nvcc"], reaped
+    after = ns_pids(container.init)
+    assert "nvcc" not in after and after["ninja"] == procs["ninja"]
 
 
 @needs_namespaces

@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpufleet.preflight contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""pytest plugin (``-p checkout_clean``): a test that writes the collection's reports into the checkout fails.
+"""pytest plugin (``-p checkout_clean``): a test that writes the collection's reports into the checkout fails, and
+a run that leaves any file in the checkout that git would see (new or changed since the run started) fails at its end.
 
 The playbooks write their reports to ``reports/`` of the directory ansible-playbook started in (``preflight_report_dir``,
 ``sgl_kernel_report_dir``); a test that runs one from the repository root with the default left
@@ -14,6 +15,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 import os
+import subprocess
 
 import pytest
 
@@ -57,3 +59,36 @@ def pytest_runtest_makereport(item, call):
         report.outcome = "failed"
         report.longrepr = ("this test wrote into the checkout: %s. Give the playbook its own report directory "
                            "(preflight_report_dir / sgl_kernel_report_dir under tmp_path) or cwd" % ", ".join(changed))
+
+
+def git_changes(root=REPO):
+    """``{path: status}`` of what ``git status`` shows in the checkout (untracked files one by one; ignored ones
+    not), or None outside a git checkout (an unpacked tarball)."""
+    try:
+        out = subprocess.run(["git", "-C", root, "status", "--porcelain", "--untracked-files=all"], stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, universal_newlines=True, timeout=60, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return dict((line[3:], line[:2]) for line in out.splitlines() if line)
+
+
+def pytest_sessionstart(session):
+    session.config.gpufleet_git = git_changes()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """A test that writes beside the files it reads (a stub's call log in a fixture folder) leaves them for the next
+    stage to replay: CI's fleet nodes once copied a unit run's records from tests/unit/.../fixtures/gpus."""
+    before = getattr(session.config, "gpufleet_git", None)
+    after = git_changes() if before is not None else None
+    if after is None:
+        return
+    left = sorted(path for path, status in after.items() if before.get(path) != status)
+    if left:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        message = ("this run left files in the checkout that git sees: %s. A test must write under tmp_path (copy a "
+                   "fixture folder before pointing a stub at it)" % ", ".join(left[:20]))
+        if reporter is not None:
+            reporter.ensure_newline()
+            reporter.write_line("checkout_clean: " + message, red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED if exitstatus == 0 else exitstatus

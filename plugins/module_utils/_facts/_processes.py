@@ -36,6 +36,7 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._process_match 
     compile_patterns,
     is_orphan,
     search_patterns,
+    service_cgroup,
 )
 
 CMDLINE_MAX = 200
@@ -341,6 +342,17 @@ def _pattern_matches(regexes, candidates, argv_limit, scanned, patterns_option, 
             for number, (stat, argv, pid_dir) in enumerate(candidates) if number in hits]
 
 
+def _session_cgroup(stat, pid_dir):
+    """:func:`service_cgroup` of a session leader re-parented to pid 1 (the one case :func:`is_orphan` asks),
+    else None without reading anything."""
+    if stat["ppid"] != 1 or stat["session"] != stat["pid"]:
+        return None
+    try:
+        return service_cgroup(_read(pid_dir + "/cgroup").decode("utf-8", "replace"))
+    except OSError:
+        return None
+
+
 def _describe(stat, argv, matched, name, pid_dir, init, uptime, clock_ticks, page_size, users):
     """One matched process as the facts show it; OSError when it is gone since the scan."""
     if argv is None:
@@ -361,7 +373,7 @@ def _describe(stat, argv, matched, name, pid_dir, init, uptime, clock_ticks, pag
         "age_seconds": age,
         "rss_bytes": stat["rss_pages"] * page_size,
         "cmdline": short_cmdline(argv) if argv else "[%s]" % stat["comm"],
-        "orphaned": is_orphan(stat, init),
+        "orphaned": is_orphan(stat, init, _session_cgroup(stat, pid_dir), clock_ticks),
         "zombie": stat["state"] == "Z",
         "matched_by": matched,
     }

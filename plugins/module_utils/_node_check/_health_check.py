@@ -140,9 +140,12 @@ def first_line(ready, checks, message, limit=NPD_LINE):
         line = message
     else:
         failed = [c for c in checks if c["status"] in ("failed", "unknown")]
-        line = "not ready: %s" % ", ".join(c["name"] for c in failed)
+        # the word agrees with the exit code: "unknown" (2) when no check failed, only some could not tell
+        verdict = "not ready" if exit_code(ready, checks) == NOT_READY else "unknown"
+        line = "%s: %s" % (verdict, ", ".join(c["name"] for c in failed))
         if len(failed) == 1:
-            line += ": " + _slurm.short_message(failed[0]["message"])
+            one = failed[0]
+            line += ": " + (_slurm.cause(one["message"]) if one["status"] == "unknown" else _slurm.short_message(one["message"]))
     line = _slurm.clean_text(line)
     return line if len(line) <= limit else line[:limit - 3] + "..."
 

@@ -152,3 +152,18 @@ def nvidia_smi_dir(tmp_path):
     shutil.copy(NVIDIA_SMI_STUB, str(bin_dir / "nvidia-smi"))
     os.chmod(str(bin_dir / "nvidia-smi"), 0o755)
     return str(bin_dir)
+
+
+@pytest.fixture(scope="session")
+def gpu_scenario(tmp_path_factory):
+    """name -> a writable copy of fixtures/gpus/<name> to point ``GPUFLEET_STUB_DIR`` at: the stubs record what they
+    were asked (``dcgm-runs.log``) beside the files they replay, and that must never land in the checkout (CI's fleet
+    nodes once replayed a unit run's ``diag -r 1`` records from there)."""
+    copies = {}
+
+    def copy_of(name):
+        if name not in copies:
+            copies[name] = str(tmp_path_factory.mktemp("gpus") / name.replace("/", "_"))
+            shutil.copytree(os.path.join(GPU_FIXTURES, name), copies[name])
+        return copies[name]
+    return copy_of

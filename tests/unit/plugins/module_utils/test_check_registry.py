@@ -112,7 +112,7 @@ def _write_stub(path, text):
 
 
 @pytest.fixture(scope="module")
-def fixture_facts(tmp_path_factory):
+def fixture_facts(tmp_path_factory, gpu_scenario):
     """[(label, facts)]: every subset as its collector produces it from the fixtures (stub programs print them)."""
     from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _disks, _gpus, _kernel_events, _memory, _processes, _toolchain
     tmp = tmp_path_factory.mktemp("registry")
@@ -132,7 +132,7 @@ def fixture_facts(tmp_path_factory):
         _dcgm_deep.save_kept(kept_path, _dcgm_deep.kept_result(2, _dcgm_deep.parse_dcgm_json(handle.read()), 95.0, 1764900000.0, 24))
     for scenario in ("rtx_pro_6000_x8", "b200_x8", "a100_pre535", "v100_r470", "exit_9", "geforce_na",
                      "h100_x2_nvswitch", "rtx5090_570", "b200_fabric_in_progress"):
-        env = dict(os.environ, GPUFLEET_STUB_DIR=os.path.join(FIXTURES, "gpus", scenario))
+        env = dict(os.environ, GPUFLEET_STUB_DIR=gpu_scenario(scenario))
         facts = _gpus.collect_gpus(lambda argv, timeout, env=env: run_with_timeout(argv, timeout, env=env),
                                    timeout=10, search_paths=[str(bin_dir)], probes=("nvlink_status", "nvlink_errors", "query"),
                                    dcgm_diag_timeout=10, dcgm_result_path=kept_path)

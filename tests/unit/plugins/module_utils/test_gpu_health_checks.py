@@ -41,7 +41,9 @@ def collected(scenario, tmp_path_factory):
         shutil.copy(STUB, str(bin_dir / "nvidia-smi"))
         os.chmod(str(bin_dir / "nvidia-smi"), 0o755)
         shutil.copy(os.path.join(os.path.dirname(STUB), "dcgmi"), str(bin_dir / "dcgmi"))
-        env = dict(os.environ, GPUFLEET_STUB_DIR=os.path.join(FIXTURES, scenario))
+        stubs = tmp_path_factory.mktemp("gpus") / scenario   # a copy: dcgmi records its runs beside the files
+        shutil.copytree(os.path.join(FIXTURES, scenario), str(stubs))
+        env = dict(os.environ, GPUFLEET_STUB_DIR=str(stubs))
         _CACHE[scenario] = _gpus.collect_gpus(lambda argv, timeout: run_with_timeout(argv, timeout, env=env), timeout=10,
                                               search_paths=[str(bin_dir)], probes=ALL, dcgm_diag_timeout=10)
     return {"gpus": copy.deepcopy(_CACHE[scenario])}

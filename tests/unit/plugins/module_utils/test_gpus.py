@@ -30,11 +30,11 @@ def fixture_rows(scenario):
 
 
 @pytest.fixture
-def stub_bin(nvidia_smi_dir):
+def stub_bin(nvidia_smi_dir, gpu_scenario):
     """The stub nvidia-smi's directory (conftest) and a run factory for one of its scenarios."""
 
     def runner(scenario, pidfile=None, calls=None):
-        env = dict(os.environ, GPUFLEET_STUB_DIR=os.path.join(FIXTURES, scenario))
+        env = dict(os.environ, GPUFLEET_STUB_DIR=gpu_scenario(scenario))
         if pidfile:
             env["GPUFLEET_STUB_PIDFILE"] = pidfile
 

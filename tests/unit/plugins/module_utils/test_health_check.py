@@ -52,6 +52,9 @@ def test_exit_codes_and_first_line():
     assert hc.exit_code(False, [failed, unknown]) == 1
     assert hc.exit_code(False, [unknown]) == 2
     assert hc.first_line(False, [failed], "") == "not ready: build_processes: 2 build processes still running"
+    # a hung probe alone: the run exits 2, and its first line (what NPD and slurmd show) says unknown, not "not ready"
+    assert hc.first_line(False, [unknown], "") == "unknown: gpu_count: nvidia-smi timed out after 1 s"
+    assert hc.first_line(False, [failed, unknown], "").startswith("not ready: build_processes, gpu_count")
     many = [dict(failed, name="check_number_%d" % i) for i in range(9)]
     assert len(hc.first_line(False, many, "")) == 80
 

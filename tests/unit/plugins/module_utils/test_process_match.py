@@ -24,6 +24,7 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._process_match 
     parse_worker_output,
     refuse_broad,
     search_patterns,
+    service_cgroup,
 )
 
 DEFAULT = NameMatcher(DEFAULT_NAMES)
@@ -131,9 +132,43 @@ ORPHANS = [
 ]
 
 
+def _started(proc, ticks):
+    return dict(proc, start_ticks=ticks)
+
+
+# (what, proc, init, the process's service_cgroup, orphan); 100 clock ticks a second, init started at tick 1000
+SESSION_LEADERS = [
+    ("command of dumb-init, started with it", _started(_p(7, 1, 7, 7), 1003), _started(TINI, 1000), None, False),
+    ("setsid nvcc whose shell exited, a minute after init", _started(_p(90, 1, 90, 90), 7000), _started(TINI, 1000), None, True),
+    ("setsid nvcc in an ssh login's scope", _started(_p(90, 1, 90, 90), 1001), _started(SYSTEMD, 1000), "login", True),
+    ("systemd service started an hour after boot", _started(_p(5000, 1, 5000, 5000), 360000), _started(SYSTEMD, 1000),
+     "service", False),
+    ("start time unknown: no evidence, spared", _p(90, 1, 90, 90), _started(TINI, 1000), None, False),
+]
+
+
 @pytest.mark.parametrize("what, proc, init, orphan", ORPHANS, ids=[row[0] for row in ORPHANS])
 def test_is_orphan(what, proc, init, orphan):
     assert is_orphan(proc, init) is orphan
+
+
+@pytest.mark.parametrize("what, proc, init, cgroup, orphan", SESSION_LEADERS, ids=[row[0] for row in SESSION_LEADERS])
+def test_a_session_leader_is_an_orphan_only_on_evidence(what, proc, init, cgroup, orphan):
+    assert is_orphan(proc, init, cgroup, clock_ticks=100) is orphan
+
+
+@pytest.mark.parametrize("text, unit", [
+    ("0::/system.slice/slurmd.service\n", "service"),
+    ("0::/system.slice/run-u7.service\n", "service"),           # systemd-run
+    ("0::/user.slice/user-0.slice/session-3.scope\n", "login"),
+    ("0::/user.slice/user-1000.slice/user@1000.service/app.slice/x.service\n", None),
+    ("12:memory:/docker/abc\n1:name=systemd:/user.slice/user-0.slice/session-9.scope\n0::/\n", "login"),
+    ("0::/\n", None),
+    ("", None),
+    ("garbage", None),
+])
+def test_service_cgroup(text, unit):
+    assert service_cgroup(text) == unit
 
 
 @pytest.mark.parametrize("names, broad", [
