@@ -228,6 +228,21 @@ def test_a_policy_that_cannot_fit_is_refused_at_install(cluster, tmp_path):
     assert not os.path.exists(str(tmp_path / "lib"))
 
 
+def test_a_metrics_dir_the_node_lacks_is_refused_at_install(cluster, tmp_path):
+    """Issue 39: a health_check_metrics_dir that is not there was installed, and every run failed to write there
+    with a line only -v showed; now the install stops, naming the node and what to set, and installs nothing."""
+    missing = str(tmp_path / "textfile_collector")
+    result = run_playbook(PLAYBOOK, cluster.fleet.inventory_path, args=["--limit", "node1"], extra_vars=dict(
+        health_check_policy=POLICY, health_check_schedule="cron", health_check_metrics_dir=missing,
+        health_check_install_dir=str(tmp_path / "lib"), health_check_config=str(tmp_path / "etc" / "c.json"),
+        health_check_program=str(tmp_path / "bin" / "hc"), health_check_cron_file=str(tmp_path / "hc.cron")))
+    assert result.rc != 0
+    assert "health_check_metrics_dir %s is not a directory on node1 (it is not there)" % missing in result.stdout, \
+        result.stdout[-3000:]
+    assert "--collector.textfile.directory" in result.stdout
+    assert not os.path.exists(str(tmp_path / "lib")) and not os.path.exists(str(tmp_path / "hc.cron"))
+
+
 def install_gpus_alone(node, **given):
     """install_gpus, without the fault files an earlier test left (the nodes here are kept between tests)."""
     install_gpus(node, **given)  # the stub's folder is this node's own from here on

@@ -237,9 +237,10 @@ def remediate(config, verdict, node, deadline, slurm_on, check_mode):
 
 
 def _to_syslog(message):
-    """The breaker's hold and an escalation in the system log too (slurmd keeps no output of a HealthCheckProgram)."""
+    """The breaker's hold, an escalation and an unwritable metrics file in the system log too (slurmd keeps no output
+    of a HealthCheckProgram)."""
     try:
-        import syslog  # pylint: disable=import-outside-toplevel  # POSIX only, and only when the breaker holds
+        import syslog  # pylint: disable=import-outside-toplevel  # POSIX only, and only when there is something to say
         syslog.openlog("gpufleet-health-check")
         syslog.syslog(syslog.LOG_WARNING, _slurm.clean_text(message))
     except (ImportError, OSError):
@@ -335,8 +336,9 @@ def _main(argv, environ, out, err, as_program):
             _metrics.write_atomic(config["metrics_dir"], _metrics.render(verdict, "health_check"), config["metrics_file"])
         except (ValueError, IOError, OSError) as exc:
             problem = str(exc)
-        if problem:
+        if problem:   # the directory went away since install: said where a person looks, not only under -v
             lines.append("metrics: not written: %s" % problem)
+            _to_syslog("metrics not written to %s: %s" % (config["metrics_dir"], problem))
     _hc_runtime.stop_alarm()
     if lock is not None:
         os.close(lock)
