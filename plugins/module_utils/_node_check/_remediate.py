@@ -94,6 +94,21 @@ def _escalate(step, ctx):
 
 
 ACTIONS = dict(reset_gpu=_reset, reboot=_reboot, escalate=_escalate)
+STARTED = "begun; still here means the run ended before the step finished (it counts as tried)"
+
+
+def _act(step, ctx, path, history):
+    """The step, recorded as started first: without that record a run killed mid-reset would reset again next run,
+    so a step whose record cannot be written is not taken."""
+    if not ctx["check_mode"]:
+        settings = ctx["settings"]
+        try:
+            _remediation.write_history(path, history + [_remediation.entry(step, ctx["now"], "started", STARTED)],
+                                       settings["keep"], ctx["now"], settings["window_seconds"])
+        except (IOError, OSError) as exc:
+            return "refused", "not %s: the history that keeps it from repeating cannot be written: %s: %s" % (
+                step["step"].replace("_", " "), path, exc)
+    return ACTIONS[step["step"]](step, ctx)
 
 
 def run_ladder(settings, verdict, node, ctx, state_dir):
@@ -113,9 +128,10 @@ def run_ladder(settings, verdict, node, ctx, state_dir):
     busy = busy_gpus(ctx["run"], ctx["smi"], ctx["facts"]) if wants_reset and ctx["smi"] else {}
     if wants_reset and not ctx["smi"]:
         busy = dict((f["gpu"], "nvidia-smi not found") for f in faults)
-    lines, records = [], []
+    lines, records, begun = [], [], False
     for step in _remediation.decide(faults, settings, history, now, busy):
-        state, outcome = ACTIONS[step["step"]](step, ctx) if step["step"] != "none" else ("none", "no step")
+        begun = begun or step["step"] != "none"   # a started record to replace by how it went
+        state, outcome = ("none", "no step") if step["step"] == "none" else _act(step, ctx, path, history + records)
         # a step not tried (none, refused) is kept once per reason: a run every few minutes repeats it
         seen = state not in _remediation.ATTEMPTED and any(
             _remediation.same_occurrence(step["fault"], h) and (h.get("why"), h.get("outcome")) == (step["why"], outcome)
@@ -124,7 +140,7 @@ def run_ladder(settings, verdict, node, ctx, state_dir):
             records.append(_remediation.entry(step, now, state, outcome))
         said = "" if step["step"] == "none" else "; " + outcome
         lines.append("remediation: %s: %s: %s%s" % (step["fault"]["what"], step["step"], step["why"], said))
-    if records and not ctx["check_mode"]:
+    if (records or begun) and not ctx["check_mode"]:
         try:
             _remediation.write_history(path, history + records, settings["keep"], now, settings["window_seconds"])
         except (IOError, OSError) as exc:

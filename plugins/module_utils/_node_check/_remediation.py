@@ -125,11 +125,14 @@ def same_occurrence(fault, record):
     return abs(mine - theirs) <= EVENT_SLACK
 
 
-ATTEMPTED = ("done", "failed")  # a step's states: done, failed (tried), refused (a busy GPU), check (check mode), none
+# A step's states: started (recorded before it runs: a run killed mid-step leaves it, and it counts as tried, so a
+# reset is never repeated for want of a record), done, failed (tried), refused (a busy GPU), check (check mode), none.
+ATTEMPTED = ("started", "done", "failed")
 
 
 def _acted(history, window_start):
-    """The history's steps that count: tried (done or failed: a failing reset is not retried every run), in the window."""
+    """The history's steps that count: tried (started, done or failed: a failing reset is not retried every run), in
+    the window."""
     return [h for h in history or [] if h.get("state") in ATTEMPTED and h.get("at", 0) >= window_start]
 
 

@@ -9,8 +9,10 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import multiprocessing
 import os
 import shutil
+import signal
 import subprocess
 import time
 
@@ -47,9 +49,9 @@ def facts_of(folder, age=60):
     return {"gpus": {"devices": devices}, "kernel_events": {"xids": xids, "window_seconds": 86400}}
 
 
-def ladder(tmp_path, folder, check_mode=False, slurm_on=False, **settings):
+def ladder(tmp_path, folder, check_mode=False, slurm_on=False, smi=STUB, **settings):
     verdict = dict(checks=[{"name": "fatal_xid", "status": "failed"}], facts=facts_of(folder))
-    ctx = dict(run=runner(folder), slurm_run=None, find=lambda name: None, smi=STUB, slurm_on=slurm_on,
+    ctx = dict(run=runner(folder), slurm_run=None, find=lambda name: None, smi=smi, slurm_on=slurm_on,
                check_mode=check_mode, log=lambda line: None)
     settings = _remediation.validate(dict(dict(enabled=True, reset_classes=["reset_gpu"]), **settings))
     return _remediate.run_ladder(settings, verdict, "node1", ctx, str(tmp_path))
@@ -105,3 +107,45 @@ def test_a_reboot_only_through_slurm(tmp_path):
     assert "not rebooted: Slurm is not used in this mode" in said[0], said
     history = _remediation.read_history(str(tmp_path / "remediation-node1.json"))
     assert len(history) == 1 and history[0]["state"] == "refused" and history[0]["at"] >= started, history
+
+
+# nvidia-smi whose reset never ends (a wedged GPU): the run that started it is then killed, as slurmd kills a
+# HealthCheckProgram past its time
+HANGING_RESET = """#!/bin/sh
+case " $* " in *" -r "*) echo "$*" >> "$GPUFLEET_STUB_DIR/resets.log"; echo $$ > "$GPUFLEET_STUB_DIR/reset.pid"; exec sleep 60 ;; esac
+exec %s "$@"
+"""
+
+
+def test_a_run_killed_mid_reset_leaves_its_record_and_the_next_run_does_not_reset_again(tmp_path):
+    folder = stub_dir(tmp_path)
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text(HANGING_RESET % STUB)
+    smi.chmod(0o755)
+    child = multiprocessing.get_context("fork").Process(target=ladder, args=(tmp_path, folder), kwargs=dict(smi=str(smi)))
+    child.start()
+    deadline = time.monotonic() + 20
+    while not (folder / "reset.pid").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    try:
+        assert resets(folder) == ["-r -i 0"]
+        os.kill(child.pid, signal.SIGKILL)
+        child.join(10)
+    finally:
+        os.kill(int((folder / "reset.pid").read_text()), signal.SIGKILL)
+    history = _remediation.read_history(str(tmp_path / "remediation-node1.json"))
+    assert [(h["step"], h["state"]) for h in history] == [("reset_gpu", "started")], history
+    again = ladder(tmp_path, folder)
+    assert resets(folder) == ["-r -i 0"] and "already acted on (reset_gpu)" in again[0], again
+
+
+def test_no_step_is_taken_when_its_record_cannot_be_written(tmp_path):
+    folder = stub_dir(tmp_path)
+    state_dir = "/proc/self"   # a real directory where no file can be made, even by root: read as empty, never written
+    verdict = dict(checks=[{"name": "fatal_xid", "status": "failed"}], facts=facts_of(folder))
+    ctx = dict(run=runner(folder), slurm_run=None, find=lambda name: None, smi=STUB, slurm_on=False, check_mode=False,
+               log=lambda line: None)
+    settings = _remediation.validate(dict(enabled=True, reset_classes=["reset_gpu"]))
+    said = _remediate.run_ladder(settings, verdict, "node1", ctx, str(state_dir))
+    assert resets(folder) == [], said
+    assert "not reset gpu: the history that keeps it from repeating cannot be written" in said[0], said
