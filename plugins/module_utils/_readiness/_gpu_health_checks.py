@@ -409,8 +409,9 @@ def check_dcgm_result(facts, policy, now=time.time):
         return why
     kept = gpus.get("dcgm_result") or {}
     ok, message = judge_kept(kept.get("record"), max_age, now(), level,
-                             "run the dcgm_diag active test (gpufleet.preflight.active_test, dcgmi diag -r %d -j) on the idle "
-                             "node to refresh %s" % (level, kept.get("path") or "its result"))
+                             "run the dcgm_diag active test on the idle node to refresh %s (ansible-playbook "
+                             "gpufleet.preflight.dcgm_diag -e dcgm_diag_level=%d: dcgmi diag -r %d -j)"
+                             % (kept.get("path") or "its result", level, level))
     record = kept.get("record") or {}
     return result(name, ok, {"verified_at": record.get("verified_at"), "valid_until": record.get("valid_until"),
                              "level": record.get("level")}, expected, "" if ok else message, "gpu")
