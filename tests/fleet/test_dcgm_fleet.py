@@ -20,19 +20,20 @@ import time
 from fleetlib import REPO_ROOT, flagged, install_gpus, report_hosts, run_playbook
 
 PLAYBOOK = os.path.join(REPO_ROOT, "playbooks", "preflight.yml")
-DCGM_DIAG = os.path.join(REPO_ROOT, "playbooks", "dcgm_diag.yml")
+ACTIVE_TESTS = os.path.join(REPO_ROOT, "playbooks", "active_tests.yml")
+BANDWIDTH = os.path.join(REPO_ROOT, "tests", "unit", "plugins", "module_utils", "fixtures", "gpus", "bandwidth")
 DCGM = os.path.join(REPO_ROOT, "tests", "unit", "plugins", "module_utils", "fixtures", "gpus", "dcgm")
 STUBS = "/usr/local/sbin/nvidia-smi.d"
 
 
 def said_by_node(stdout):
-    """{node: the msg of the playbook's last debug task}, from the default callback's output."""
-    found = re.finditer(r'ok: \[(\w+)\] => \{\n\s+"msg": "((?:[^"\\]|\\.)*)"', stdout)
-    return dict((match.group(1), json.loads('"%s"' % match.group(2))) for match in found)
+    """{node: the lines of the playbook's last debug task}, from the default callback's output."""
+    found = re.finditer(r'^ok: \[(\w+)\] => (\{\n.*?\n\})$', stdout, re.M | re.S)
+    return dict((match.group(1), json.loads(match.group(2))["msg"]) for match in found)
 
 
-def fixture(name):
-    with open(os.path.join(DCGM, name)) as handle:
+def fixture(name, folder=DCGM):
+    with open(os.path.join(folder, name)) as handle:
         return handle.read()
 
 
@@ -40,7 +41,9 @@ def test_dcgm_level_2_kept_result_flags_only_its_node_and_busy_nodes_never_run_i
     fleet = fresh_fleet(5)
     app = "GPU-4039dfe4-0c97-4b1e-683e-eb7d42699053, 4425, python3, 80000\n"
     for node in fleet.nodes:
-        files = {"dcgm-diag-r2.json": fixture("diag-r2-memory-fail.json" if node.name == "node2" else "diag-r2-pass.json")}
+        files = {"dcgm-diag-r2.json": fixture("diag-r2-memory-fail.json" if node.name == "node2" else "diag-r2-pass.json"),
+                 "nvbandwidth.txt": fixture("nvbandwidth-h100-x8%s.txt" % ("-gpu3-gen4-link" if node.name == "node2" else ""), BANDWIDTH),
+                 "all-reduce.txt": fixture("all-reduce-h100-x8%s.txt" % ("-one-link-down" if node.name == "node5" else ""), BANDWIDTH)}
         if node.name == "node3":
             files["compute-apps.csv"] = app
         install_gpus(node, scenario="h100_x2_nvswitch", files=files)
@@ -49,18 +52,26 @@ def test_dcgm_level_2_kept_result_flags_only_its_node_and_busy_nodes_never_run_i
     with open(os.path.join(fleet.dir, "node4", "admission", "ledger.json"), "w") as handle:
         json.dump({launcher: {"state": "running", "bytes": 2 << 30, "since": time.time(), "group": "b1"}}, handle)
 
-    # the shipped playbook, as a person runs it in a maintenance window
-    result = run_playbook(DCGM_DIAG, fleet.inventory_path, extra_vars={
-        "dcgm_diag_budget": 30,
-        "dcgm_diag_result_path": "%s/{{ inventory_hostname }}/dcgm.json" % fleet.dir,
-        "dcgm_diag_admission_dirs": ["%s/{{ inventory_hostname }}/admission" % fleet.dir]})
+    # the shipped playbook, as a person runs it in a maintenance window: every active test
+    result = run_playbook(ACTIVE_TESTS, fleet.inventory_path, extra_vars={
+        "active_tests": ["dcgm_diag", "nvbandwidth", "nccl_all_reduce"], "active_tests_budget": 30,
+        "active_tests_dcgm_result_path": "%s/{{ inventory_hostname }}/dcgm.json" % fleet.dir,
+        "active_tests_admission_dirs": ["%s/{{ inventory_hostname }}/admission" % fleet.dir]})
     assert result.rc == 0 and "Traceback" not in result.stdout + result.stderr, result.stdout[-3000:]
     said = said_by_node(result.stdout)
-    assert said["node1"].startswith("dcgmi diag -r 2 -j passed in ") and "; kept until " in said["node1"], said
-    assert said["node2"].startswith("dcgmi diag -r 2 -j FAILED in ") and ": GPU Memory; kept until " in said["node2"], said
-    assert "1 compute process(es) on the GPUs: python3 (pid 4425)" in said["node3"], said
-    assert "admitted by the build admission ledger (pid %s)" % launcher in said["node4"], said
-    assert "passed" in said["node5"], said
+    for name in ("node1", "node2", "node5"):
+        assert [line.split(":", 1)[0] for line in said[name]] == ["dcgm_diag", "nvbandwidth", "nccl_all_reduce"], said
+    assert all(": passed; valid until " in line for line in said["node1"]), said["node1"]
+    assert said["node2"][0].startswith("dcgm_diag: dcgmi diag -r 2 -j in 0 s: FAILED: GPU Memory on GPU 1; valid until"), said["node2"]
+    assert "FAILED: host to GPU 3: 26.0 GB/s, under 48; GPU 3 to host: 26.0 GB/s, under 48; GPU 5 to GPU 6" in said["node2"][1]
+    assert "FAILED: bus bandwidth 253.4 GB/s at 16384 MiB, under 460" in said["node5"][2], said["node5"]
+    assert all("1 compute process(es) on the GPUs: python3 (pid 4425)" in line for line in said["node3"]), said["node3"]
+    assert all("admitted by the build admission ledger (pid %s)" % launcher in line for line in said["node4"]), said["node4"]
+    for name in ("node3", "node4"):
+        assert fleet[name].run("cat %s/bandwidth-runs.log 2>/dev/null || true" % STUBS).stdout == ""
+    assert fleet["node1"].run("cat %s/bandwidth-runs.log" % STUBS).stdout.splitlines() == [
+        "nvbandwidth -t host_to_device_memcpy_ce device_to_host_memcpy_ce device_to_device_memcpy_read_ce",
+        "all_reduce_perf -b 16G -e 16G -g 2"]
     for name in ("node3", "node4"):   # the busy nodes never started the diagnostic, kept nothing
         runs = fleet[name].run("cat %s/dcgm-runs.log 2>/dev/null || true" % STUBS).stdout
         assert runs == "", (name, runs)

@@ -39,8 +39,9 @@ def install_gpus(node, rows=None, hang=False, scenario=None, files=None):
             with open(os.path.join(folder, name)) as handle:
                 node.put_stub(data + name, handle.read(), 0o644)
         node.put_stub(data + "compute-apps.csv", "", 0o644)
-        with open(os.path.join(os.path.dirname(STUB), "dcgmi")) as handle:
-            node.put_stub(SBIN + "/dcgmi", handle.read())
+        for tool in ("dcgmi", "nvbandwidth", "all_reduce_perf"):   # the active tests' stand-ins, answering from data
+            with open(os.path.join(os.path.dirname(STUB), tool)) as handle:
+                node.put_stub(SBIN + "/" + tool, handle.read())
     else:
         header, healthy = blackwell_rows()
         node.put_stub(data + "query-gpu.csv", "\n".join([header] + (healthy if rows is None else rows)) + "\n", 0o644)

@@ -14,6 +14,8 @@ import json
 import os
 import time
 
+from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _bandwidth_tests
+
 LEVELS = (2, 3, 4)
 DEFAULT_LEVEL = 2
 DEFAULT_VALID_HOURS = 24.0
@@ -200,14 +202,41 @@ def compute_apps_of(gpus):
     return [app for dev in devices for app in dev["compute_apps"]]
 
 
-def run_active_test(run, gpus, dcgmi, params, now=time.time):
-    """The ``active_test`` module's work: the idle gate (``gpus`` facts, the admission ledgers under
-    ``params["admission_state_dirs"]``), then the diagnostic within ``params["budget"]``, kept at ``result_path``."""
+def busy_reason(gpus, params):
+    """The idle gate every active test passes: why the node is busy (a string), or None (``gpus`` facts, the
+    admission ledgers under ``params["admission_state_dirs"]``)."""
     admitted = []
     for state_dir in params.get("admission_state_dirs") or ():
         admitted.extend(admitted_compiles(read_ledger(state_dir)))
     busy = idle_reason(compute_apps_of(gpus), admitted, pid_alive)
     if busy and (gpus or {}).get("state") not in (None, "ok"):
         busy = "the GPUs could not be listed (%s)" % gpus.get("message")
-    return run_deep_diag(run, dcgmi, params["level"], busy, params["budget"], params["result_path"],
-                         params["valid_hours"], now)
+    return busy
+
+
+def summary(test, entry):
+    """One line a person reads: how the test went and until when its result holds, or why it did not run."""
+    kept = entry.get("kept")
+    if not kept:
+        return "%s: %s" % (test, entry.get("message") or entry.get("state"))
+    failures = [row if isinstance(row, str) else "%s on GPU %s" % (row.get("test"), row.get("gpu")) for row in kept.get("failures") or ()]
+    verdict = "passed" if kept.get("passed") else "FAILED: " + "; ".join(failures[:3]) + ("; ..." if len(failures) > 3 else "")
+    if kept.get("judged") is False:
+        verdict = "measured, no verdict (%s)" % entry.get("message")
+    return "%s: %s in %.0f s: %s; valid until %s" % (test, entry["command"], entry["seconds"], verdict,
+                                                     time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(kept["valid_until"])))
+
+
+def run_active_test(run, gpus, executable, params, now=time.time):
+    """The ``active_test`` module's work: the idle gate, then ``params["test"]`` (the DCGM diagnostic, or a bandwidth
+    test of ``_bandwidth_tests``) within ``params["budget"]``, kept at ``result_path``; with its ``summary``."""
+    busy = busy_reason(gpus, params)
+    test = params.get("test") or "dcgm_diag"
+    if test != "dcgm_diag":
+        entry = _bandwidth_tests.run_bandwidth_test(run, test, executable, busy, params, gpus,
+                                                    lambda record: save_kept(params["result_path"], record), now)
+    else:
+        entry = run_deep_diag(run, executable, params["level"], busy, params["budget"], params["result_path"],
+                              params["valid_hours"], now)
+    entry["summary"] = summary(test, entry)
+    return entry

@@ -410,7 +410,7 @@ def check_dcgm_result(facts, policy, now=time.time):
     kept = gpus.get("dcgm_result") or {}
     ok, message = judge_kept(kept.get("record"), max_age, now(), level,
                              "run the dcgm_diag active test on the idle node to refresh %s (ansible-playbook "
-                             "gpufleet.preflight.dcgm_diag -e dcgm_diag_level=%d: dcgmi diag -r %d -j)"
+                             "gpufleet.preflight.active_tests -e active_tests_dcgm_level=%d: dcgmi diag -r %d -j)"
                              % (kept.get("path") or "its result", level, level))
     record = kept.get("record") or {}
     return result(name, ok, {"verified_at": record.get("verified_at"), "valid_until": record.get("valid_until"),
