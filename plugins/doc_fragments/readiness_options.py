@@ -409,26 +409,6 @@ options:
         fails the node (node profile). Without ipmitool or a BMC the check says so and passes.
     type: bool
     default: false
-  dcgm_result_max_age:
-    description:
-      - 'Require a passing DCGM diagnostic (C(dcgmi diag -r 2 -j) or deeper) younger than this many hours, read from
-        the result an active test kept on the node at O(dcgm_result_path) (gpu profile); the check never reruns the
-        diagnostic. A missing, expired or failed result fails the node and says how to refresh it. V(0) does not require
-        one (the default: the node-local check costs what it did).'
-    type: int
-    default: 0
-  dcgm_result_min_level:
-    description:
-      - 'The lowest DCGM run level the kept result must come from (O(dcgm_result_max_age)): V(2) (about 2 minutes,
-        the default), V(3) or V(4) (long stress tests, opt-in).'
-    type: int
-    default: 2
-  dcgm_result_path:
-    description:
-      - Where the DCGM active test keeps its result on the node (C(verified_at), C(valid_until), the tests), read
-        by O(dcgm_result_max_age).
-    type: path
-    default: /var/lib/gpufleet/dcgm-diag.json
   custom_checks:
     description:
       - Extra checks as JMESPath expressions over the gathered facts (keys without the C(gpufleet_) prefix, for example

@@ -51,10 +51,16 @@ options:
       - Seconds the test may run before it is killed (DCGM level 2 takes about 2 minutes on 8 GPUs).
     type: float
     default: 600
+  result_dir:
+    description:
+      - Where the result is kept unless O(result_path) says otherwise, as C(dcgm-diag.json), C(nvbandwidth.json) or
+        C(nccl-all-reduce.json) by O(test) - the files the readiness options C(dcgm_result_path) and
+        C(bandwidth_result_dir) read by default.
+    type: path
+    default: /var/lib/gpufleet
   result_path:
     description:
-      - Where the result is kept. Default V(/var/lib/gpufleet/dcgm-diag.json), V(/var/lib/gpufleet/nvbandwidth.json)
-        or V(/var/lib/gpufleet/nccl-all-reduce.json) by O(test).
+      - Where the result is kept (a file). Default the test's file in O(result_dir).
     type: path
   valid_hours:
     description:
@@ -146,6 +152,7 @@ def main():
         test=dict(type="str", choices=sorted(PROGRAMS), default="dcgm_diag"),
         level=dict(type="int", choices=[2, 3, 4], default=2),
         budget=dict(type="float", default=600),
+        result_dir=dict(type="path", default=_bandwidth_tests.RESULT_DIR),
         result_path=dict(type="path"),
         valid_hours=dict(type="float", default=24),
         admission_state_dirs=dict(type="list", elements="path", default=[]),
@@ -161,14 +168,14 @@ def main():
             unit = "seconds" if name == "budget" else "hours" if name == "valid_hours" else "GB/s"
             module.fail_json(msg="%s must be a number of %s above 0, not %r" % (name, unit, value))
     test = params["test"]
-    if params["result_path"] is None:
-        params["result_path"] = _dcgm_deep.STATE_FILE if test == "dcgm_diag" else _bandwidth_tests.STATE_FILES[test]
-    paths = [params["result_path"]] + list(params["admission_state_dirs"])
+    if params["result_path"] is None and params["result_dir"]:
+        params["result_path"] = os.path.join(params["result_dir"], _bandwidth_tests.RESULT_FILES[test])
+    paths = [params["result_dir"], params["result_path"]] + list(params["admission_state_dirs"])
     if params["executable"]:
         paths.append(params["executable"])
     for path in paths:
         if not path or not os.path.isabs(path) or "\0" in path:
-            module.fail_json(msg="result_path, executable and admission_state_dirs must be absolute paths, not %r" % path)
+            module.fail_json(msg="result_dir, result_path, executable and admission_state_dirs must be absolute paths, not %r" % path)
     # the nvbandwidth test reads the NVLink links: the peer reads are judged only where the GPUs are NVLinked
     gpus = _gpus.collect_gpus(run_with_timeout, probes=("nvlink_status",) if test == "nvbandwidth" else ())
     executable = params["executable"] or find_executable(

@@ -51,6 +51,12 @@ options:
       - With the V(gpus) subset, read the result the DCGM active test (C(dcgmi diag -r 2 -j) or deeper) kept at this
         path (C(verified_at), C(valid_until), the tests) as C(gpufleet_gpus.dcgm_result); the diagnostic is not run.
     type: path
+  bandwidth_result_paths:
+    description:
+      - With the V(gpus) subset, read the results the bandwidth active tests kept, by test (C(nvbandwidth),
+        C(nccl_all_reduce)) -> path, as C(gpufleet_gpus.bandwidth_results); no test is run.
+    type: dict
+    default: {}
   ib_counters:
     description:
       - With the V(node) subset, read each InfiniBand port's error counters (C(symbol_error), C(link_downed),
@@ -239,6 +245,7 @@ ARGUMENT_SPEC = dict(
     service_names=dict(type="list", elements="str", default=[]),
     ib_counters=dict(type="bool", default=False),
     dcgm_result_path=dict(type="path"),
+    bandwidth_result_paths=dict(type="dict", default={}),
     node_hardware=dict(type="list", elements="str", default=[], choices=["d_state", "cpu_governor", "nvme", "ipmi_sel",
                                                                                     "sensors"]),
     toolchain_python=dict(type="path"),

@@ -56,6 +56,7 @@ options:
     type: str
 extends_documentation_fragment:
   - gpufleet.preflight.readiness_options
+  - gpufleet.preflight.active_result_options
   - gpufleet.preflight.node_facts_options
   - gpufleet.preflight.attributes
   - gpufleet.preflight.attributes.action

@@ -55,7 +55,7 @@ def test_dcgm_level_2_kept_result_flags_only_its_node_and_busy_nodes_never_run_i
     # the shipped playbook, as a person runs it in a maintenance window: every active test
     result = run_playbook(ACTIVE_TESTS, fleet.inventory_path, extra_vars={
         "active_tests": ["dcgm_diag", "nvbandwidth", "nccl_all_reduce"], "active_tests_budget": 30,
-        "active_tests_dcgm_result_path": "%s/{{ inventory_hostname }}/dcgm.json" % fleet.dir,
+        "active_tests_result_dir": "%s/{{ inventory_hostname }}" % fleet.dir,
         "active_tests_admission_dirs": ["%s/{{ inventory_hostname }}/admission" % fleet.dir]})
     assert result.rc == 0 and "Traceback" not in result.stdout + result.stderr, result.stdout[-3000:]
     said = said_by_node(result.stdout)
@@ -75,9 +75,9 @@ def test_dcgm_level_2_kept_result_flags_only_its_node_and_busy_nodes_never_run_i
     for name in ("node3", "node4"):   # the busy nodes never started the diagnostic, kept nothing
         runs = fleet[name].run("cat %s/dcgm-runs.log 2>/dev/null || true" % STUBS).stdout
         assert runs == "", (name, runs)
-        assert not os.path.exists(os.path.join(fleet.dir, name, "dcgm.json"))
+        assert not os.path.exists(os.path.join(fleet.dir, name, "dcgm-diag.json"))
     assert fleet["node1"].run("cat %s/dcgm-runs.log" % STUBS).stdout.strip() == "diag -r 2 -j"
-    stale = os.path.join(fleet.dir, "node5", "dcgm.json")
+    stale = os.path.join(fleet.dir, "node5", "dcgm-diag.json")
     with open(stale) as handle:
         record = json.load(handle)
     record.update(verified_at=record["verified_at"] - 48 * 3600, valid_until=record["valid_until"] - 48 * 3600)
@@ -91,20 +91,28 @@ def test_dcgm_level_2_kept_result_flags_only_its_node_and_busy_nodes_never_run_i
         "preflight_min_available_memory": "1GiB",
         "preflight_allow_gpu_compute_apps": True,
         "preflight_dcgm_result_max_age": 24,
-        "preflight_dcgm_result_path": "%s/{{ inventory_hostname }}/dcgm.json" % fleet.dir,
+        "preflight_dcgm_result_path": "%s/{{ inventory_hostname }}/dcgm-diag.json" % fleet.dir,
+        "preflight_bandwidth_result_max_age": 24,
+        "preflight_bandwidth_result_dir": "%s/{{ inventory_hostname }}" % fleet.dir,
         "preflight_report_dir": str(tmp_path),
     })
     assert "Traceback" not in result.stdout + result.stderr
     hosts = report_hosts(tmp_path)
     failed = flagged(hosts)
-    assert failed == {"node2": ["dcgm_result"], "node3": ["dcgm_result"], "node4": ["dcgm_result"],
-                      "node5": ["dcgm_result"]}, json.dumps(dict((n, hosts[n]["reason"]) for n in hosts), indent=1)
+    assert failed == {"node2": ["dcgm_result", "bandwidth_result"], "node3": ["dcgm_result", "bandwidth_result"],
+                      "node4": ["dcgm_result", "bandwidth_result"], "node5": ["dcgm_result", "bandwidth_result"]}, \
+        json.dumps(dict((n, hosts[n]["reason"]) for n in hosts), indent=1)
+    checks = dict((n, dict((c["name"], c) for c in hosts[n]["checks"])) for n in hosts)
+    assert "nvbandwidth failed " in checks["node2"]["bandwidth_result"]["message"] and \
+        "host to GPU 3: 26.0 GB/s, under 48" in checks["node2"]["bandwidth_result"]["message"]
+    assert "nccl_all_reduce failed " in checks["node5"]["bandwidth_result"]["message"]
+    assert "nvbandwidth: no result is kept on the node" in checks["node3"]["bandwidth_result"]["message"]
     assert "GPU Memory on GPU 1" in hosts["node2"]["reason"] and "DCGM error 83" in hosts["node2"]["reason"]
     assert "expired (48.0 h old, 24 h allowed)" in hosts["node5"]["reason"] and "to refresh" in hosts["node5"]["reason"]
     for name in ("node3", "node4"):
         assert "no DCGM level-2 result is kept on the node: run the dcgm_diag active test" in hosts[name]["reason"], name
     node1 = dict((c["name"], c) for c in hosts["node1"]["checks"])
-    assert node1["dcgm_result"]["status"] == "ok", node1["dcgm_result"]
+    assert node1["dcgm_result"]["status"] == "ok" and node1["bandwidth_result"]["status"] == "ok", node1
     # the preflight read the kept results: no node ran dcgmi again
     assert fleet["node1"].run("cat %s/dcgm-runs.log" % STUBS).stdout.strip() == "diag -r 2 -j"
     fleet["node4"].run("kill %s" % launcher)

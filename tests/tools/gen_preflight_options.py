@@ -6,7 +6,7 @@
     python tests/tools/gen_preflight_options.py          # rewrite the generated files
     python tests/tools/gen_preflight_options.py --check  # exit 1 naming each file that differs (the unit test does too)
 
-Generated: the doc fragments readiness_options and node_facts_options, and the preflight role's
+Generated: the doc fragments readiness_options, active_result_options and node_facts_options, and the preflight role's
 defaults/main.yml and meta/argument_specs.yml. Edit the table, then run this. (tasks/check.yml names no option:
 readiness reads each from the role variable preflight_<option> itself, its variable_prefix.)
 """
@@ -24,6 +24,7 @@ if os.path.join(REPO, ".tmp", "collections") not in sys.path:
     sys.path.insert(0, os.path.join(REPO, ".tmp", "collections"))
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _readiness_options as table  # noqa: E402
+from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness._active_test_options import ACTIVE_TEST_OPTIONS  # noqa: E402
 
 HEADER = "# GENERATED from plugins/module_utils/_readiness/_readiness_options.py by tests/tools/gen_preflight_options.py: edit there.\n"
 ROLE_PREFIX = "preflight_"
@@ -82,8 +83,13 @@ def fragment(class_doc, entries):
             '    DOCUMENTATION = r"""\n%s"""\n') % (class_doc, body)
 
 
-def action_entries(node):
-    return [entry for entry in table.OPTIONS if entry.get("action", True) and bool(entry.get("node")) is node]
+ACTIVE_RESULT = frozenset(entry["name"] for entry in ACTIVE_TEST_OPTIONS)
+
+
+def action_entries(node, active_result=False):
+    """The action's options of one fragment: node_facts' shared ones, the active tests' kept results, the rest."""
+    return [entry for entry in table.OPTIONS if entry.get("action", True) and bool(entry.get("node")) is node
+            and (entry["name"] in ACTIVE_RESULT) is active_result]
 
 
 def role_defaults():
@@ -112,6 +118,9 @@ def generated():
             action_entries(node=True)),
         "plugins/doc_fragments/readiness_options.py": fragment(
             "The readiness policy's options (those that node_facts does not share).", action_entries(node=False)),
+        "plugins/doc_fragments/active_result_options.py": fragment(
+            "The readiness policy's options that require a result an active test kept on the node.",
+            action_entries(node=False, active_result=True)),
         "roles/preflight/defaults/main.yml": role_defaults(),
         "roles/preflight/meta/argument_specs.yml": role_argument_specs(),
     }

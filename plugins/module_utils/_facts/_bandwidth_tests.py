@@ -20,7 +20,10 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._values import 
 
 H2D, D2H, P2P = "host_to_device_memcpy_ce", "device_to_host_memcpy_ce", "device_to_device_memcpy_read_ce"
 TESTS = ("nvbandwidth", "nccl_all_reduce")
-STATE_FILES = {"nvbandwidth": "/var/lib/gpufleet/nvbandwidth.json", "nccl_all_reduce": "/var/lib/gpufleet/nccl-all-reduce.json"}
+# Where each active test keeps its result by default (the readiness options dcgm_result_path, bandwidth_result_dir).
+RESULT_DIR = "/var/lib/gpufleet"
+RESULT_FILES = {"dcgm_diag": "dcgm-diag.json", "nvbandwidth": "nvbandwidth.json", "nccl_all_reduce": "nccl-all-reduce.json"}
+STATE_FILES = dict((test, RESULT_DIR + "/" + name) for test, name in RESULT_FILES.items() if test != "dcgm_diag")
 # The size the published all-reduce figures are measured at: one 16 GiB message per GPU (send and receive buffers).
 ALL_REDUCE_BYTES = "16G"
 

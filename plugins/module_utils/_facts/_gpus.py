@@ -339,14 +339,15 @@ def cuda_version(run, smi, timeout):
 
 
 def collect_gpus(run=run_with_timeout, timeout=10, search_paths=None, probes=(), probe_timeout=5, probe_budget=20,
-                 dcgm_diag_timeout=None, dcgm_result_path=None):
+                 dcgm_diag_timeout=None, dcgm_result_path=None, bandwidth_result_paths=None):
     """``gpufleet_gpus``: devices from nvidia-smi, or why there are none (``present: false`` and a ``state``).
 
     ``run(argv, timeout) -> (rc, stdout, stderr)`` with rc None on timeout; ``search_paths`` default to PATH then
     the usual driver locations. ``probes`` (names in ``_gpu_probes.PROBES``) run after the device query, side by
     side with the compute-apps query, each within ``probe_timeout`` and all within ``probe_budget`` seconds.
     ``dcgm_diag_timeout`` set: ``dcgmi diag -r 1`` runs after them when no process uses the GPUs.
-    ``dcgm_result_path`` set: the result the DCGM active test kept there is read (``dcgm_result``), never rerun.
+    ``dcgm_result_path`` set: the result the DCGM active test kept there is read (``dcgm_result``), never rerun;
+    ``bandwidth_result_paths`` ({test: path}): the bandwidth tests' kept results (``bandwidth_results``), the same way.
     """
     dirs = list(search_paths) if search_paths is not None else search_path(DEFAULT_SEARCH_DIRS)
     smi = find_executable("nvidia-smi", dirs)
@@ -404,6 +405,9 @@ def collect_gpus(run=run_with_timeout, timeout=10, search_paths=None, probes=(),
         facts["probes"]["dcgm_diag"] = _gpu_probes.run_dcgm_diag(run, dcgmi, busy, dcgm_diag_timeout)
     if dcgm_result_path:
         facts["dcgm_result"] = {"path": dcgm_result_path, "record": _dcgm_deep.load_kept(dcgm_result_path)}
+    if bandwidth_result_paths:
+        facts["bandwidth_results"] = dict((test, {"path": path, "record": _dcgm_deep.load_kept(path)})
+                                          for test, path in sorted(bandwidth_result_paths.items()))
     if not devices:
         facts["state"] = "ok"
         facts["message"] = "nvidia-smi ran but listed no GPUs"

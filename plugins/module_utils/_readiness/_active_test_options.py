@@ -25,4 +25,20 @@ ACTIVE_TEST_OPTIONS = (
     dict(name="dcgm_result_path", check=dict(form="absolute_path"), type="path", default="/var/lib/gpufleet/dcgm-diag.json", roles=CHECK,
          description=["Where the DCGM active test keeps its result on the node (C(verified_at), C(valid_until), the tests), "
                       "read by O(dcgm_result_max_age)."]),
+    dict(name="bandwidth_result_max_age", check=dict(min=0, max=8760, unit="hours"), type="int", default=0, roles=CHECK,
+         description=[
+        "Require a passing result of each bandwidth active test in O(bandwidth_result_tests) younger than this many "
+        "hours, read from what the active test (M(gpufleet.preflight.active_test), C(nvbandwidth), C(all_reduce_perf)) "
+        "kept in O(bandwidth_result_dir) (gpu profile); the check never reruns a test. A missing, expired or failed "
+        "result fails the node and says how to refresh it, and so does one kept without a verdict (no floor was "
+        "published for the GPU model and none was given). V(0) does not require one (the default).",
+    ]),
+    dict(name="bandwidth_result_tests", check=dict(form="choices"), type="list", elements="str",
+         choices=["nvbandwidth", "nccl_all_reduce"], default=["nvbandwidth", "nccl_all_reduce"], roles=CHECK, description=[
+        "The bandwidth active tests whose kept result O(bandwidth_result_max_age) requires.",
+    ]),
+    dict(name="bandwidth_result_dir", check=dict(form="absolute_path"), type="path", default="/var/lib/gpufleet", roles=CHECK,
+         description=["Where the bandwidth active tests keep their results on the node (C(nvbandwidth.json), "
+                      "C(nccl-all-reduce.json), the active test's default C(result_path)), read by "
+                      "O(bandwidth_result_max_age)."]),
 )

@@ -14,6 +14,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import json
 import re
 import time
 
@@ -415,3 +416,43 @@ def check_dcgm_result(facts, policy, now=time.time):
     record = kept.get("record") or {}
     return result(name, ok, {"verified_at": record.get("verified_at"), "valid_until": record.get("valid_until"),
                              "level": record.get("level")}, expected, "" if ok else message, "gpu")
+
+
+def judge_bandwidth_kept(test, kept, max_age_hours, now):
+    """``None`` when ``test``'s kept record is a pass younger than ``max_age_hours``, else what is wrong with it."""
+    if not isinstance(kept, dict) or kept.get("verified_at") is None:
+        return "%s: no result is kept on the node" % test
+    try:
+        verified, until = float(kept["verified_at"]), float(kept.get("valid_until") or 0)
+    except (TypeError, ValueError):
+        return "%s: the kept result is not readable" % test
+    age = (now - verified) / 3600.0
+    if now > until or age > float(max_age_hours):
+        return "%s: the kept result expired (%.1f h old, %s h allowed)" % (test, age, max_age_hours)
+    if not kept.get("passed"):
+        return "%s failed %.1f h ago: %s" % (test, age, "; ".join(map(str, (kept.get("failures") or ["a test failed"])[:3])))
+    if kept.get("judged") is False:
+        return "%s was kept %.1f h ago without a verdict: no floor is published for this GPU model and none was given" % (test, age)
+    return None
+
+
+def check_bandwidth_result(facts, policy, now=time.time):
+    """A passing result of each bandwidth active test (nvbandwidth, all_reduce_perf) younger than
+    ``bandwidth_result_max_age`` hours, from the records the active test kept on the node (issue 37 item 2)."""
+    name = "bandwidth_result"
+    max_age = _option(policy, "bandwidth_result_max_age")
+    if not max_age:
+        return None
+    tests = list(_option(policy, "bandwidth_result_tests") or [])
+    expected = "a passing %s result younger than %s h" % (" and ".join(tests), max_age)
+    gpus, why = usable_gpus(facts, name, expected)
+    if why:
+        return why
+    kept = gpus.get("bandwidth_results") or {}
+    problems = [problem for problem in (judge_bandwidth_kept(test, (kept.get(test) or {}).get("record"), max_age, now())
+                                        for test in tests) if problem]
+    observed = dict((test, ((kept.get(test) or {}).get("record") or {}).get("passed")) for test in tests)
+    refresh = ("run the bandwidth active tests on the idle node to refresh them (ansible-playbook gpufleet.preflight.active_tests "
+               "-e '{\"active_tests\": %s}'; give min_*_bandwidth where no floor is published)" % json.dumps(tests))
+    message = "; ".join(problems) + ": " + refresh if problems else ""
+    return result(name, not problems, observed, expected, message, "gpu")

@@ -11,6 +11,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import os
+
 from ansible_collections.gpufleet.preflight.plugins.module_utils._human import human
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _gpu_build_checks as gpu_build
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _gpu_health_checks as gpu_health
@@ -43,6 +45,7 @@ def node_facts_args(policy):
         gpu_probe_budget=policy["gpu_probe_budget"],
         dcgm_diag_timeout=policy["dcgm_diag_timeout"],
         dcgm_result_path=policy.get("dcgm_result_path") if policy.get("dcgm_result_max_age") and "gpu" in profiles(policy) else None,
+        bandwidth_result_paths=bandwidth_result_paths(policy),
         disk_paths=disk_paths(policy),
         service_names=list(policy.get("required_services") or []) if "node" in profiles(policy) else [],
         ib_counters=bool(policy.get("check_ib_counters")) and "node" in profiles(policy),
@@ -72,6 +75,14 @@ def disk_paths(policy):
         paths.extend(path for path in list(policy.get("required_mounts") or []) + list(policy.get("scratch_paths") or [])
                      if path not in paths)
     return paths
+
+
+def bandwidth_result_paths(policy):
+    """{test: the file its kept result is read from} the bandwidth_result check wants; {} when it is off."""
+    if not policy.get("bandwidth_result_max_age") or "gpu" not in profiles(policy):
+        return {}
+    names = dict(nvbandwidth="nvbandwidth.json", nccl_all_reduce="nccl-all-reduce.json")
+    return dict((test, os.path.join(policy["bandwidth_result_dir"], names[test])) for test in policy["bandwidth_result_tests"])
 
 
 def gpu_probes_for(policy):
@@ -273,6 +284,8 @@ _DEVICE = "gpus.devices[]."
 _NAMED = tuple(_DEVICE + key for key in ("index", "name", "pci_bus_id", "serial", "uuid"))
 _KEPT = tuple("gpus.dcgm_result.record." + key for key in (
     "level", "passed", "verified_at", "valid_until", "failures[].test", "failures[].gpu", "failures[].detail"))
+_BANDWIDTH_KEPT = tuple("gpus.bandwidth_results.%s.record.%s" % (test, key) for test in ("nvbandwidth", "nccl_all_reduce")
+                        for key in ("passed", "judged", "verified_at", "valid_until", "failures"))
 _PROBES = ("gpus.probes",) + tuple("gpus.probes.%s.%s" % (probe, key) for probe in ("nvlink_status", "nvlink_errors", "query")
                                    for key in ("state", "message"))
 _EVENTS = ("kernel_events.readable", "kernel_events.message", "kernel_events.window_seconds")
@@ -335,6 +348,8 @@ CHECKS = (
         ("check_dcgm_diag", "gpu_probe_timeout_fails")),
     check("dcgm_result", "gpu", gpu_health.check_dcgm_result, _GPU + ("gpus.dcgm_result", "gpus.dcgm_result.path") + _KEPT,
           ("dcgm_result_max_age", "dcgm_result_min_level")),
+    check("bandwidth_result", "gpu", gpu_health.check_bandwidth_result, _GPU + ("gpus.bandwidth_results",) + _BANDWIDTH_KEPT,
+          ("bandwidth_result_max_age", "bandwidth_result_tests")),
     check("nvcc_arch", "build", gpu_build.check_nvcc_arch, (
         "toolchain.nvcc.present", "toolchain.nvcc.error", "toolchain.nvcc.gpu_archs[]", "toolchain.nvcc.gpu_codes[]",
         "toolchain.nvcc.version", "toolchain.nvcc.cuda_version"), ("nvcc_arch",)),

@@ -125,7 +125,10 @@ def sxid(code=24007, fatal=True, age=60.0):
 HEALTHY = {
     "gpus": dict(gpus(), probes=dict(gpus()["probes"], dcgm_diag=DCGM_PASS), dcgm_result={
         "path": "/var/lib/gpufleet/dcgm-diag.json",
-        "record": {"level": 2, "passed": True, "verified_at": time.time() - 3600, "valid_until": time.time() + 23 * 3600, "failures": []}}),
+        "record": {"level": 2, "passed": True, "verified_at": time.time() - 3600, "valid_until": time.time() + 23 * 3600, "failures": []}},
+        bandwidth_results=dict((test, {"path": "/var/lib/gpufleet/%s.json" % test, "record": {
+            "test": test, "passed": True, "judged": True, "verified_at": time.time() - 3600, "valid_until": time.time() + 23 * 3600,
+            "failures": []}}) for test in ("nvbandwidth", "nccl_all_reduce"))),
     "toolchain": toolchain(),
     "disks": {"paths": {"/tmp": disk()}, "errors": []},
     "kernel_events": events(),

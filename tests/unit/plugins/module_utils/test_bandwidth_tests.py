@@ -193,3 +193,43 @@ def test_a_hung_failing_or_missing_tool_is_said_and_nothing_is_kept(node, files,
     entry = node["active"]("nvbandwidth", gpus(8), executable=executable, budget=1)
     assert entry["state"] == state and words in entry["message"], entry
     assert not (node["tmp"] / "state").exists()
+
+
+# ---- the readiness check that reads the kept results (never reruns a test)
+
+def record(passed=True, judged=True, age_hours=1.0, failures=()):
+    return {"passed": passed, "judged": judged, "verified_at": NOW - age_hours * 3600,
+            "valid_until": NOW - age_hours * 3600 + 24 * 3600, "failures": list(failures)}
+
+
+@pytest.mark.parametrize("kept, status, words", [
+    ({"nvbandwidth": record(), "nccl_all_reduce": record()}, "ok", ""),
+    ({"nvbandwidth": record()}, "failed", "nccl_all_reduce: no result is kept on the node: run the bandwidth active tests"),
+    ({"nvbandwidth": record(age_hours=30), "nccl_all_reduce": record()}, "failed",
+     "nvbandwidth: the kept result expired (30.0 h old, 24 h allowed)"),
+    ({"nvbandwidth": record(passed=False, failures=["host to GPU 3: 26.0 GB/s, under 48"]), "nccl_all_reduce": record()},
+     "failed", "nvbandwidth failed 1.0 h ago: host to GPU 3: 26.0 GB/s, under 48"),
+    ({"nvbandwidth": record(judged=False), "nccl_all_reduce": record()}, "failed",
+     "nvbandwidth was kept 1.0 h ago without a verdict: no floor is published for this GPU model and none was given"),
+])
+def test_the_preflight_requires_passing_judged_bandwidth_results_younger_than_the_limit(kept, status, words):
+    from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _gpu_health_checks
+    facts = {"gpus": dict(gpus(8), bandwidth_results=dict((test, {"path": "/x", "record": rec}) for test, rec in kept.items()))}
+    policy = {"bandwidth_result_max_age": 24, "bandwidth_result_tests": ["nvbandwidth", "nccl_all_reduce"]}
+    entry = _gpu_health_checks.check_bandwidth_result(facts, policy, now=lambda: NOW)
+    assert entry["status"] == status and words in entry["message"], entry
+    assert _gpu_health_checks.check_bandwidth_result(facts, dict(policy, bandwidth_result_max_age=0)) is None   # off
+
+
+def test_the_preflight_reads_the_files_the_active_test_writes_by_default():
+    from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _policy, _policy_validation
+    from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _readiness_options as table
+    policy = _policy_validation.validate_policy(dict(table.defaults(), profiles=["gpu"], bandwidth_result_max_age=12))
+    assert _policy.bandwidth_result_paths(policy) == bw.STATE_FILES
+
+
+def test_every_active_test_keeps_its_result_where_the_readiness_defaults_read_it():
+    from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _readiness_options as table
+    defaults = table.defaults()
+    assert _dcgm_deep.STATE_FILE == os.path.join(bw.RESULT_DIR, bw.RESULT_FILES["dcgm_diag"]) == defaults["dcgm_result_path"]
+    assert defaults["bandwidth_result_dir"] == bw.RESULT_DIR

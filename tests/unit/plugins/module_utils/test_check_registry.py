@@ -130,12 +130,24 @@ def fixture_facts(tmp_path_factory, gpu_scenario):
     kept_path = str(tmp / "dcgm-diag.json")   # the record the active test keeps, from a failing level-2 document
     with open(os.path.join(FIXTURES, "gpus", "dcgm", "diag-r2-memory-fail.json")) as handle:
         _dcgm_deep.save_kept(kept_path, _dcgm_deep.kept_result(2, _dcgm_deep.parse_dcgm_json(handle.read()), 95.0, 1764900000.0, 24))
+    # the bandwidth tests' records, kept by their own code from the bandwidth fixtures (nvbandwidth, all_reduce_perf)
+    from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _bandwidth_tests
+    bandwidth_paths = {}
+    for test, name in (("nvbandwidth", "nvbandwidth-h100-x8-gpu3-gen4-link.txt"), ("nccl_all_reduce", "all-reduce-h100-x8.txt")):
+        with open(os.path.join(FIXTURES, "gpus", "bandwidth", name)) as handle:
+            text = handle.read()
+        parsed = (_bandwidth_tests.parse_nvbandwidth if test == "nvbandwidth" else _bandwidth_tests.parse_all_reduce)(text)
+        floors, source = _bandwidth_tests.floors_for("NVIDIA H100 80GB HBM3", {})
+        judge = _bandwidth_tests.judge_nvbandwidth if test == "nvbandwidth" else _bandwidth_tests.judge_all_reduce
+        bandwidth_paths[test] = str(tmp / ("%s.json" % test))
+        _dcgm_deep.save_kept(bandwidth_paths[test], _bandwidth_tests.kept_result(
+            test, [test], parsed, judge(parsed, floors), floors, source, 40.0, 1764900000.0, 24))
     for scenario in ("rtx_pro_6000_x8", "b200_x8", "a100_pre535", "v100_r470", "exit_9", "geforce_na",
                      "h100_x2_nvswitch", "rtx5090_570", "b200_fabric_in_progress"):
         env = dict(os.environ, GPUFLEET_STUB_DIR=gpu_scenario(scenario))
         facts = _gpus.collect_gpus(lambda argv, timeout, env=env: run_with_timeout(argv, timeout, env=env),
                                    timeout=10, search_paths=[str(bin_dir)], probes=("nvlink_status", "nvlink_errors", "query"),
-                                   dcgm_diag_timeout=10, dcgm_result_path=kept_path)
+                                   dcgm_diag_timeout=10, dcgm_result_path=kept_path, bandwidth_result_paths=bandwidth_paths)
         out.append(("gpus/" + scenario, {"gpus": facts}))
     root = tmp / "kmsg"
     (root / "dev").mkdir(parents=True)

@@ -24,7 +24,7 @@ REBOOT_154 = "GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Re
 
 POLICY = {"build_path": "/tmp", "require_cuda_libraries": True, "toolchain_python": "/venv/bin/python",
           "check_nvlink": True, "check_fabric": True, "check_gpu_recovery": True, "check_dcgm_diag": True,
-          "dcgm_result_max_age": 24}
+          "dcgm_result_max_age": 24, "bandwidth_result_max_age": 24, "bandwidth_result_tests": ["nvbandwidth", "nccl_all_reduce"]}
 
 
 def with_facts(**over):
@@ -188,7 +188,7 @@ def test_check(check, over, policy, status, words):
 
 def test_checks_tuple_names_are_unique_and_profiled():
     names = [check(HEALTHY, POLICY)["name"] for check in PROFILE_CHECKS]
-    assert len(set(names)) == len(names) == 25
+    assert len(set(names)) == len(names) == 26
     profiles = dict((check(HEALTHY, POLICY)["name"], check(HEALTHY, POLICY)["profile"]) for check in PROFILE_CHECKS)
     assert profiles["gpu_count"] == "gpu" and profiles["disk_space"] == "build" and profiles["nvcc_arch"] == "build"
 
