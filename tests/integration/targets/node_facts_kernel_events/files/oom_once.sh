@@ -5,7 +5,7 @@
 set -eu
 parent=$1
 python=$2
-cg="$parent/gpufleet-oomtest-$$-$(od -An -N4 -tx4 /dev/urandom | tr -d ' ')"
+cg="$parent/gpufleet-test-oomtest-$$-$(od -An -N4 -tx4 /dev/urandom | tr -d ' ')"
 mkdir "$cg"
 trap 'rmdir "$cg" 2>/dev/null || true' EXIT
 echo 67108864 > "$cg/memory.limit_in_bytes"
