@@ -80,10 +80,11 @@ def test_the_live_budget_is_read_at_each_decision():
 # -- the real tree ---------------------------------------------------------------------------------------------------
 # What holds now (2026-12-04, docs/benchmarks.md "Cold path modelled (issue 35)"), per shape: cold / warm through the
 # product's path, and warm and seeded against the bare bound.
-COLD_OVER_WARM = {(2, 16): 1.01, (32, 64): 1.30, (112, 449): 1.0}
-# the launcher's measured rate (2026-12-05: the lower of its window's and its last interval's) on 32 / 64 GiB: 1.32x,
-# over the 1.3x target - the gap, asserted as it stands (docs/benchmarks.md)
-COLD_MEASURED_OVER_WARM = {(2, 16): 1.01, (32, 64): 1.32, (112, 449): 1.0}
+# (2026-12-05: 32 / 64 GiB 1.17x since a frozen compile thaws while its allowance fits the budget, 1.30x at 90 %)
+COLD_OVER_WARM = {(2, 16): 1.01, (32, 64): 1.17, (112, 449): 1.0}
+# the launcher's measured rate (2026-12-05: the lower of its window's and its last interval's) on 32 / 64 GiB: 1.17x
+# (1.32x with the 90 % thaw level)
+COLD_MEASURED_OVER_WARM = {(2, 16): 1.01, (32, 64): 1.17, (112, 449): 1.0}
 WARM_OVER_BOUND = {(2, 16): 1.15, (32, 64): 1.08, (112, 449): 1.0}
 SEEDED_OVER_BOUND = {(2, 16): 1.18, (32, 64): 1.19, (112, 449): 1.0}
 # seeded by the fleet's merge of three nodes (the median time of each source): within issue 35's 1.15x on every shape
@@ -91,8 +92,8 @@ FLEET_OVER_BOUND = {(2, 16): 1.15, (32, 64): 1.13, (112, 449): 1.0}
 
 
 def test_the_products_cold_path_on_the_real_tree():
-    """Fully cold through the product's path: 0 OOM kills and <= 1.3x its warm on every shape (32 / 64 GiB: 1.299x,
-    at the target; 1.32x with the launcher's measured rate; 2 / 16 GiB: 1.00x). Warm 1.14x the bare bound on 2 / 16
+    """Fully cold through the product's path: 0 OOM kills and <= 1.3x its warm on every shape (32 / 64 GiB: 1.17x,
+    1.17x with the launcher's measured rate - 1.30x and 1.32x with the 90 % thaw level; 2 / 16 GiB: 1.00x). Warm 1.14x the bare bound on 2 / 16
     GiB since ``drained_by`` answers when the longest runs alone (it answered "never" for fp8_gemm_kernel.cu, whose
     peak x margin is over the budget: 1.21x). Seeded from one other node 1.16x on 2 / 16 and 1.18x on 32 / 64 GiB
     (target 1.15x); from the fleet's merge of three (median times) 1.14x and 1.12x."""
@@ -113,7 +114,7 @@ def test_the_products_cold_path_on_the_real_tree():
 
 def test_the_products_cold_path_never_ooms_in_other_ninja_orders():
     """Shuffled ninja orders, cold: 0 OOM kills (the makespan is not held here: cold, a late longest source ends late;
-    over 10 orders 32 / 64 GiB is 1.30x its warm on average, 1.64x at worst)."""
+    over 10 orders 32 / 64 GiB is 1.24x its warm on average, 1.56x at worst)."""
     jobs = replay.load_record(replay.DEFAULT_RECORD)
     rng = random.Random(35)
     for cores, mem_gib in replay.SHAPES:
@@ -128,5 +129,5 @@ def test_replay_product_prints_the_cold_rows(capsys, monkeypatch):
     monkeypatch.setenv("GPUFLEET_BENCH_QUICK", "1")
     assert replay_product.main(["--shapes", "32x64"]) == 0
     out = capsys.readouterr().out
-    assert "| 32 cores / 64 GiB | cold | 1481 s | 1.39 | 1.30 | 0 | 38 / 38 / 0 (0 s) |" in out
+    assert "| 32 cores / 64 GiB | cold | 1330 s | 1.25 | 1.17 | 0 | 77 / 77 / 0 (0 s) |" in out
     assert "| 32 cores / 64 GiB | warm | 1063 s | 1299 s (1.22x) | 1140 s (1.07x) | 0 / 0 |" in out

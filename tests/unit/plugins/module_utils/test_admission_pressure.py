@@ -35,8 +35,9 @@ def run(pid, live, rate=0.0, started=0, frozen=None, seconds=None, reserved=None
     ([run("a", 9, 0.5), run("b", 5, frozen=3, started=5)], 15, [("evict", "b")]),
     # a limit lowered under what they hold, none growing: the ones that did least are evicted, never the last
     ([run("a", 6), run("b", 6, started=10), run("c", 6, started=11)], 11, [("evict", "c"), ("evict", "b")]),
-    # room again: thaw in the order they were frozen, each while what it may still grow by fits under 90 %
-    ([run("a", 3), run("b", 4, frozen=3, reserved=6), run("c", 4, frozen=2, reserved=6)], 16, [("thaw", "c")]),
+    # room again: thaw in the order they were frozen, each while what it may still grow by fits the budget
+    ([run("a", 3), run("b", 4, frozen=3, reserved=6), run("c", 4, frozen=2, reserved=6)], 14, [("thaw", "c")]),
+    ([run("a", 3), run("b", 4, frozen=3, reserved=6), run("c", 4, frozen=2, reserved=6)], 16, [("thaw", "c"), ("thaw", "b")]),
     ([run("a", 1), run("b", 2, frozen=3, reserved=3), run("c", 2, frozen=2, reserved=3)], 16, [("thaw", "c"), ("thaw", "b")]),
     # nothing else runs: the oldest frozen thaws whatever it may grow by (never all frozen)
     ([run("b", 4, frozen=3, reserved=40), run("c", 4, frozen=2, reserved=40)], 16, [("thaw", "c")]),
