@@ -21,7 +21,7 @@ import time
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _build_engine as engine
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _build_state as state
-from ansible_collections.gpufleet.preflight.plugins.module_utils._build._build_attempt import AttemptRunner
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._build_attempt import Attempt
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build._build_engine import BuildError, Interrupted
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build._build_methods import (
     METHODS,
@@ -47,6 +47,7 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._build._build_p
 )
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build._admission_setup import (
     admission_settings,
+    compiles_of_build,
     node_peaks,
     refused_sources,
     source_seconds,
@@ -55,13 +56,12 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._build._admissi
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build._admission_policy import learned_from_oom
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build._compiler_cache import BuildCache
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build._confinement import Unavailable, cgroup_name
-from ansible_collections.gpufleet.preflight.plugins.module_utils._build._timeline import EtaSmoother, Timeline, overall_progress
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._timeline import EtaSmoother, Timeline, build_progress, overall_progress
 from ansible_collections.gpufleet.preflight.plugins.module_utils._facts._cpus import collect_cpus
 from ansible_collections.gpufleet.preflight.plugins.module_utils._facts._memory import collect_memory
 from ansible_collections.gpufleet.preflight.plugins.module_utils._human import human
 
-# the confinement registry and the attempt live in _build_methods and _build_attempt (the 500-line rule); their
-# names stay importable from here
+# the confinement registry lives in _build_methods (the 500-line rule); its names stay importable from here
 __all__ = ["BuildError", "GuardedBuild", "Interrupted", "METHODS", "SIGNAL_NAMES", "auto_order", "choose",
            "strategy_names"]
 
@@ -73,7 +73,7 @@ def new_run_id():
 
 # ---------------------------------------------------------------- the build
 
-class GuardedBuild(AttemptRunner):
+class GuardedBuild(object):
     """One guarded build. ``params``: the module's options, type-checked and with their defaults (the argument
     spec is their one home); ``run(argv, timeout) -> (rc, out, err)``; ``find(name, env) -> path or None``."""
 
@@ -370,6 +370,41 @@ class GuardedBuild(AttemptRunner):
     def _restore_signals(previous):
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+    # -- one attempt: an ``Attempt`` (_build_attempt) given what it needs; its outcome read back here
+    def run_attempt(self, attempt, jobs, deadline):
+        self.env["CMAKE_BUILD_PARALLEL_LEVEL"] = self.env["MAX_JOBS"] = str(jobs)
+        outcome = Attempt(
+            attempt, jobs, deadline, self.command, self.cache.command(self.command), self.chdir, self.env, self.marker,
+            self.confinement, self.log_path, self.build_dir, self.limit_bytes, self.source_seconds,
+            self.params["status_interval"], self.root, wait=self._wait, observe=self.timeline.observe,
+            report=self._report_running, warn=self.warnings.append).run()
+        # the timeline's line reaches the attempt's peak; a short attempt's steps count too
+        self.timeline.close_attempt(time.time() - self.started, jobs, attempt, outcome["peak_memory_bytes"])
+        self.steps_total = overall_progress(outcome["progress"], self.steps_total)[1]
+        return outcome
+
+    def _report_running(self, attempt, jobs, pgid, seen, usage, now):
+        """The status of a running attempt, every ``status_interval``."""
+        seen, self.steps_total, self.run_counted = build_progress(seen, now, self.steps_total, self.run_counted, self.eta)
+        # a rise of the cgroup's peak counter since the last sample: reached in this interval
+        self.timeline.add(now - self.started, usage, jobs, attempt, peak=self.confinement.counters()[1])
+        self.write_status(state="running", attempt=attempt, jobs=jobs, build_pgid=pgid,
+                          progress=seen["progress"], step=seen["step"], steps_total=self.steps_total,
+                          eta_seconds=seen["eta_seconds"], eta_basis=seen["eta_basis"],
+                          compiles=compiles_of_build(self.admission, pgid), timeline=self.timeline.to_list(),
+                          memory_bytes=usage, memory_human=human(usage), elapsed_seconds=round(now - self.started, 1))
+
+    def _wait(self, build, step):
+        """``build.wait(step)``, the one place a stop signal interrupts (then Interrupted); a signal that came while
+        anything else ran is acted on here, once that finished."""
+        if self.stop_signal is not None:
+            raise Interrupted(SIGNAL_NAMES.get(self.stop_signal, "signal %d" % self.stop_signal))
+        self._interruptible = True
+        try:
+            return build.wait(step)
+        finally:
+            self._interruptible = False
 
     def _attempts(self, result, digest, config):
         params = self.params

@@ -270,6 +270,22 @@ def learned_eta(done_outputs, done, total, elapsed, weights, jobs=1, from_start=
 REGENERATION_STEPS = ("Re-checking globbed directories", "Re-running CMake")
 
 
+def build_progress(seen, now, steps_total, run_counted, eta):
+    """A follower's state counted over the whole build: steps across attempts and resumed runs, and one ETA (the
+    learned per-step times of the last build's .ninja_log, else this run's rate over every attempt), smoothed over
+    minutes by ``eta`` (an ``EtaSmoother``), with its basis. Returns it with the new ``steps_total`` and
+    ``run_counted`` (the first count of this run and when it was seen: the rate's start)."""
+    progress, steps_total = overall_progress(seen["progress"], steps_total)
+    if progress and run_counted is None:
+        run_counted = (progress["done"], now)
+    raw, basis = seen["eta_seconds"], "learned"
+    if raw is None and progress:
+        raw, basis = rate_eta(progress["done"], progress["total"], (run_counted[0], now - run_counted[1])), "rate"
+    smoothed = eta.update(raw, basis, now)
+    return (dict(seen, progress=progress, eta_seconds=smoothed, eta_basis=eta.basis if smoothed is not None else None),
+            steps_total, run_counted)
+
+
 def overall_progress(progress, steps_total):
     """An attempt's ninja ``[N/M]`` counted across attempts and resumed runs -> ``(progress, steps_total)``.
 

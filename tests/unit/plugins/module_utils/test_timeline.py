@@ -329,3 +329,17 @@ def test_census_weights_key_done_objects_by_output_and_the_rest_by_source():
     assert weights == {"CMakeFiles/ops.dir/csrc/a.cu.o": 100.0, "source:csrc/b.cu": 50.0}
     assert source_of_output("CMakeFiles/ops.dir/csrc/a.cu.o") == "csrc/a.cu"
     assert source_of_output("lib/libops.so") is None
+
+
+def test_build_progress_counts_the_whole_build_and_falls_back_to_the_rate():
+    """What a running attempt's status shows: steps over the whole build, the learned ETA, else this run's rate."""
+    eta = _timeline.EtaSmoother()
+    seen = {"progress": {"done": 10, "total": 100, "percent": 10.0}, "eta_seconds": None, "step": "a.o"}
+    first, total, counted = _timeline.build_progress(seen, 1000.0, None, None, eta)
+    assert (total, counted) == (100, (10, 1000.0))
+    assert first["eta_seconds"] is None and first["eta_basis"] is None and first["step"] == "a.o"
+    seen = dict(seen, progress={"done": 20, "total": 100, "percent": 20.0})
+    rated, total, counted = _timeline.build_progress(seen, 1010.0, total, counted, eta)
+    assert rated["eta_seconds"] == 80.0 and rated["eta_basis"] == "rate" and counted == (10, 1000.0)
+    learned = _timeline.build_progress(dict(seen, eta_seconds=0.0), 1020.0, total, counted, eta)[0]
+    assert learned["eta_seconds"] == 0.0 and learned["eta_basis"] == "learned"
