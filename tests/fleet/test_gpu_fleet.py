@@ -20,6 +20,29 @@ PLAYBOOK = os.path.join(REPO_ROOT, "playbooks", "preflight.yml")
 GPU_TIMEOUT = 4
 
 
+def flagged_after(result, tmp_path, expected):
+    """The report's hosts of a run that flagged exactly ``expected`` (node -> its failed checks); every node's reason
+    when it did not."""
+    assert "Traceback" not in result.stdout + result.stderr
+    hosts = report_hosts(tmp_path)
+    assert flagged(hosts) == expected, json.dumps(dict((n, hosts[n]["reason"]) for n in hosts), indent=1)
+    return hosts
+
+
+def h100_pair_vars(tmp_path, textdir, **more):
+    """The gpu profile's vars for nodes holding the captured HGX H100 pair: reports under ``tmp_path``, each node's
+    metrics under ``textdir``; ``more``: the run's own vars."""
+    return dict({
+        "preflight_profiles": ["gpu"],
+        "preflight_expected_gpus": 2,
+        "preflight_compute_capability": "9.0",
+        "preflight_min_available_memory": "1GiB",
+        "preflight_min_pcie_gen": 5,
+        "preflight_report_dir": str(tmp_path),
+        "preflight_metrics_dir": os.path.join(textdir, "{{ inventory_hostname }}"),
+    }, **more)
+
+
 def with_ecc_errors(row, errors):
     cells = row.split(", ")
     cells[10] = str(errors)  # ecc.errors.uncorrected.volatile.total
@@ -107,26 +130,11 @@ def test_gpu_health_faults_flag_only_their_node_and_a_hung_probe_drains_nothing(
         install_gpus(node, scenario="h100_x2_nvswitch", files=files)
         os.makedirs(os.path.join(textdir, node.name))
 
-    result = run_playbook(PLAYBOOK, fleet.inventory_path, extra_vars={
-        "preflight_profiles": ["gpu"],
-        "preflight_expected_gpus": 2,
-        "preflight_compute_capability": "9.0",
-        "preflight_min_available_memory": "1GiB",
-        "preflight_check_nvlink": True,
-        "preflight_check_fabric": True,
-        "preflight_check_gpu_recovery": True,
-        "preflight_check_dcgm_diag": True,
-        "preflight_min_pcie_gen": 5,
-        "preflight_gpu_probe_timeout": 2,
-        "preflight_report_dir": str(tmp_path),
-        "preflight_metrics_dir": os.path.join(textdir, "{{ inventory_hostname }}"),
-    })
+    result = run_playbook(PLAYBOOK, fleet.inventory_path, extra_vars=h100_pair_vars(
+        tmp_path, textdir, preflight_check_nvlink=True, preflight_check_fabric=True, preflight_check_gpu_recovery=True,
+        preflight_check_dcgm_diag=True, preflight_gpu_probe_timeout=2))
     TIMINGS["gpu_health_5_nodes"] = result.duration
-    assert "Traceback" not in result.stdout + result.stderr
-    hosts = report_hosts(tmp_path)
-    failed = flagged(hosts)
-    assert failed == {"node2": ["fabric"], "node3": ["nvlink"], "node5": ["dcgm_diag"]}, json.dumps(
-        dict((n, hosts[n]["reason"]) for n in hosts), indent=1)
+    hosts = flagged_after(result, tmp_path, {"node2": ["fabric"], "node3": ["nvlink"], "node5": ["dcgm_diag"]})
     assert "GPU 1 (00000000:2A:00.0, NVIDIA H100 80GB HBM3, serial 1654123038646" in hosts["node2"]["reason"]
     assert "In Progress" in hosts["node2"]["reason"] and "Fabric Manager" in hosts["node2"]["reason"]
     assert "GPU 0 (00000000:18:00.0" in hosts["node3"]["reason"] and "link 5 down" in hosts["node3"]["reason"]
@@ -187,22 +195,10 @@ def test_each_query_fault_flags_only_its_node_in_reports_console_and_metrics(fre
         install_gpus(node, scenario="h100_x2_nvswitch", files=faults.get(node.name, (None, None))[1])
         os.makedirs(os.path.join(textdir, node.name))
 
-    result = run_playbook(PLAYBOOK, fleet.inventory_path, extra_vars={
-        "preflight_profiles": ["gpu"],
-        "preflight_expected_gpus": 2,
-        "preflight_compute_capability": "9.0",
-        "preflight_min_available_memory": "1GiB",
-        "preflight_check_gpu_recovery": True,
-        "preflight_min_pcie_gen": 5,
-        "preflight_report_dir": str(tmp_path),
-        "preflight_metrics_dir": os.path.join(textdir, "{{ inventory_hostname }}"),
-    })
+    result = run_playbook(PLAYBOOK, fleet.inventory_path, extra_vars=h100_pair_vars(
+        tmp_path, textdir, preflight_check_gpu_recovery=True))
     TIMINGS["gpu_query_faults_7_nodes"] = result.duration
-    assert "Traceback" not in result.stdout + result.stderr
-    hosts = report_hosts(tmp_path)
-    failed = flagged(hosts)
-    assert failed == dict((name, [check]) for name, (check, _files, _words) in faults.items()), json.dumps(
-        dict((n, hosts[n]["reason"]) for n in hosts), indent=1)
+    hosts = flagged_after(result, tmp_path, dict((name, [check]) for name, (check, _files, _words) in faults.items()))
     failed_sample = 'gpufleet_preflight_check_status{check="%s",profile="gpu",source="playbook",status="failed"} 1'
     for name, (check, _files, words) in faults.items():
         assert "GPU 1 (00000000:2A:00.0, NVIDIA H100 80GB HBM3, serial 1654123038646" in hosts[name]["reason"], name
@@ -224,6 +220,15 @@ def kmsg_with_xid(code, text):
     return "3,999999,%d,-;NVRM: Xid (PCI:0000:1b:00): %d, pid=1234, name=python3, %s\n" % (usec, code, text)
 
 
+def give_kmsg(fleet, node, records):
+    """Bind-mount a file holding ``records`` over the node's /dev/kmsg: the node reads its own kernel log."""
+    path = os.path.join(fleet.dir, "kmsg-%s" % node.name)
+    with open(path, "w") as handle:
+        handle.write(records)
+    node.dirty = True
+    node.run("mount --bind %s /dev/kmsg" % path, check=True)
+
+
 def test_xid_by_class_flags_only_the_node_whose_gpu_needs_a_reset(fresh_fleet, tmp_path):
     """Xid by class (issue 30) on the fleet: each node's /dev/kmsg is its own (a file bind-mounted inside the node).
     node2: Xid 79 (fallen off the bus: reset or reboot); node3: Xid 13 (an application's error: the job's business,
@@ -234,11 +239,7 @@ def test_xid_by_class_flags_only_the_node_whose_gpu_needs_a_reset(fresh_fleet, t
     for node in fleet.nodes:
         install_gpus(node)
         if node.name in logs:
-            path = os.path.join(fleet.dir, "kmsg-%s" % node.name)
-            with open(path, "w") as handle:
-                handle.write(logs[node.name])
-            node.dirty = True
-            node.run("mount --bind %s /dev/kmsg" % path, check=True)
+            give_kmsg(fleet, node, logs[node.name])
             seen = node.run("timeout 5 head -c 65536 /dev/kmsg").stdout
             assert "Xid (PCI:0000:1b:00)" in seen, seen  # the node reads its own log, not the host's
 
@@ -247,10 +248,7 @@ def test_xid_by_class_flags_only_the_node_whose_gpu_needs_a_reset(fresh_fleet, t
         "preflight_min_available_memory": "1GiB",
         "preflight_report_dir": str(tmp_path),
     })
-    assert "Traceback" not in result.stdout + result.stderr
-    hosts = report_hosts(tmp_path)
-    failed = flagged(hosts)
-    assert failed == {"node2": ["fatal_xid"]}, json.dumps(dict((n, hosts[n]["reason"]) for n in hosts), indent=1)
+    hosts = flagged_after(result, tmp_path, {"node2": ["fatal_xid"]})
     reason = hosts["node2"]["reason"]
     assert "Xid 79" in reason and "GPU has fallen off the bus" in reason and "reboot the node" in reason, reason
     assert "GPU 0 (00000000:1B:00.0, NVIDIA RTX PRO 6000 Blackwell Server Edition" in reason, reason
@@ -289,17 +287,10 @@ def test_blackwell_xid_and_sxid_flag_only_their_node(fresh_fleet, tmp_path):
     for node in fleet.nodes:
         install_gpus(node)
         if node.name in logs:
-            path = os.path.join(fleet.dir, "kmsg-%s" % node.name)
-            with open(path, "w") as handle:
-                handle.write(logs[node.name])
-            node.dirty = True
-            node.run("mount --bind %s /dev/kmsg" % path, check=True)
+            give_kmsg(fleet, node, logs[node.name])
     result = run_playbook(PLAYBOOK, fleet.inventory_path, extra_vars={
         "preflight_profiles": ["gpu"], "preflight_min_available_memory": "1GiB", "preflight_report_dir": str(tmp_path)})
-    assert "Traceback" not in result.stdout + result.stderr
-    hosts = report_hosts(tmp_path)
-    failed = flagged(hosts)
-    assert failed == {"node2": ["fatal_xid", "sxid"]}, json.dumps(dict((n, hosts[n]["reason"]) for n in hosts), indent=1)
+    hosts = flagged_after(result, tmp_path, {"node2": ["fatal_xid", "sxid"]})
     checks = dict((c["name"], c) for c in hosts["node2"]["checks"])
     assert "the driver asks for a GPU reset" in checks["fatal_xid"]["message"], checks["fatal_xid"]
     assert "SXid 24007 on nvidia-nvswitch1" in checks["sxid"]["message"] and "Fabric Manager" in checks["sxid"]["message"]

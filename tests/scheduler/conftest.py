@@ -21,6 +21,7 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
 from fleetlib import REPO_ROOT, TIMINGS, Fleet, FleetError, NetNamespace, SlurmCluster, run_playbook, slurm_missing_prerequisites  # noqa: E402 pylint: disable=wrong-import-position
+from needs import require, stop_all  # noqa: E402 pylint: disable=wrong-import-position
 
 SIZE = 8
 HEALTH_CHECK_INTERVAL = 2
@@ -31,18 +32,9 @@ POLICY = {"profiles": [], "min_available_memory": "64MiB", "max_memory_pressure"
 Cluster = collections.namedtuple("Cluster", "fleet slurm netns")
 
 
-def require(problems, what):
-    if not problems:
-        return
-    reason = "%s need: %s" % (what, "; ".join(problems))
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(reason + " (CI=true: failing instead of skipping)", pytrace=False)
-    pytest.skip(reason)
-
-
 @pytest.fixture(scope="session")
 def cluster():
-    require(slurm_missing_prerequisites(), "the scheduler tests")
+    require("the scheduler tests", slurm_missing_prerequisites())
     netns = NetNamespace().start().enter()
     fleet = slurm = None
     try:
@@ -55,14 +47,7 @@ def cluster():
         pytest.fail("the Slurm test cluster did not come up: %s" % exc, pytrace=False)
     TIMINGS["fleet_and_slurm_start_seconds"] = fleet.timings["start_seconds"] + fleet.timings["slurm_start_seconds"]
     yield Cluster(fleet, slurm, netns)
-    errors = []
-    for part in (slurm, fleet, netns):
-        try:
-            part.stop()
-        except FleetError as exc:
-            errors.append(str(exc))
-    if errors:
-        pytest.fail("; ".join(errors), pytrace=False)
+    stop_all((slurm, fleet, netns), errors=(FleetError,))
 
 
 @pytest.fixture

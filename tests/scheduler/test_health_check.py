@@ -200,6 +200,17 @@ def test_one_run_at_a_time_and_no_orphan_after_a_killed_run(installed, slurmd_ru
         node.dirty = False
 
 
+def timed_check(installed, node, config, timing):
+    """Run the installed program once on ``node`` with ``config``; ``(its result, the seconds it took)``, kept in
+    TIMINGS under ``timing``."""
+    started = time.monotonic()
+    ran = node.run("sh %s --mode check --config %s" % (installed["health_check_program"], config), timeout=40)
+    took = time.monotonic() - started
+    node.dirty = False
+    TIMINGS[timing] = took
+    return ran, took
+
+
 def test_one_deadline_for_the_run(installed, slurmd_runs_nothing):
     """Issue 28.6: gpu_timeout 30 against a 12 s deadline (a config the role would refuse): the run still ends
     within its deadline, saying nvidia-smi did not answer."""
@@ -208,11 +219,7 @@ def test_one_deadline_for_the_run(installed, slurmd_runs_nothing):
     install_gpus(node, hang=True)
     config = write_config(installed, cluster, "gpu-deadline.json", deadline_seconds=12,
                           policy=dict(POLICY, profiles=["gpu"], gpu_timeout=30))
-    started = time.monotonic()
-    ran = node.run("sh %s --mode check --config %s" % (installed["health_check_program"], config), timeout=40)
-    took = time.monotonic() - started
-    node.dirty = False
-    TIMINGS["health_check_deadline_12s_took_seconds"] = took
+    ran, took = timed_check(installed, node, config, "health_check_deadline_12s_took_seconds")
     assert ran.rc == 2 and took < 12, (took, ran)
     assert "nvidia-smi" in ran.stdout, ran
 
@@ -260,11 +267,7 @@ def test_a_hung_gpu_probe_is_named_within_the_deadline_and_drains_nothing(instal
     config = write_config(installed, cluster, "gpu-hung-probe.json", deadline_seconds=12, policy=dict(
         POLICY, profiles=["gpu"], expected_gpus=2, compute_capability="9.0", check_fabric=True,
         check_gpu_recovery=True, gpu_probe_timeout=2))
-    started = time.monotonic()
-    ran = node.run("sh %s --mode check --config %s" % (installed["health_check_program"], config), timeout=40)
-    took = time.monotonic() - started
-    node.dirty = False
-    TIMINGS["health_check_hung_probe_took_seconds"] = took
+    ran, took = timed_check(installed, node, config, "health_check_hung_probe_took_seconds")
     assert ran.rc == 0 and took < 12, (took, ran)
     assert ran.stdout.startswith("ready"), ran
     assert "nvidia-smi -q did not answer within 2.0s" in ran.stdout, ran

@@ -6,7 +6,7 @@ state files (regular files only, written atomically, under flock),
 the memory limit of its cgroup and MemAvailable (re-read at every decision: the budget is live), the process table,
 a process's identity (pid + start time), what a compile's process tree holds, and the signals that freeze, thaw or
 evict a compile's process group - only after its leader is checked to be the compile the ledger names. Stdlib only:
-the role copies this file beside the launcher."""
+the role copies this file (and _atomic.py, its one import) beside the launcher."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -18,7 +18,11 @@ import json
 import os
 import signal
 import stat
-import tempfile
+
+try:    # in the collection
+    from ansible_collections.gpufleet.preflight.plugins.module_utils._atomic import write_file
+except ImportError:     # beside the build: _atomic.py is one of _admission_settings.LAUNCHER_FILES
+    from _atomic import write_file  # pylint: disable=import-error
 
 UNLIMITED = 1 << 60
 
@@ -263,16 +267,8 @@ def load_json(path):
 
 
 def save_json(path, data):
-    """Replace ``path`` atomically by a temp file made fresh in its folder (mkstemp: never through a planted link)."""
-    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".", suffix=".tmp", dir=os.path.dirname(path) or ".")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            os.fchmod(handle.fileno(), 0o644)
-            json.dump(data, handle, indent=0, sort_keys=True)
-        os.rename(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    """Replace ``path`` atomically (_atomic.write_file: a fresh temp file beside it, never through a planted link)."""
+    write_file(path, json.dumps(data, indent=0, sort_keys=True), mode=0o644)
 
 
 class Locked(object):

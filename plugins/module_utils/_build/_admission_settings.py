@@ -42,12 +42,12 @@ DEFAULTS = {
                                    # then fails naming its need (never started into the OOM killer)
 }
 
-# The launcher's files, as written beside a build (source in _build/, name beside the build): the one list that
+# The launcher's files, as written beside a build (source from _build/, name beside the build): the one list that
 # guarded_build's admission option and the sgl_kernel role copy (tests/unit/plugins/module_utils/test_admission_setup.py holds both).
 LAUNCHER_FILES = (("_admission.py", "gpufleet_admit.py"), ("_admission_policy.py", "_admission_policy.py"),
                   ("_admission_settings.py", "_admission_settings.py"), ("_admission_pressure.py", "_admission_pressure.py"),
                   ("_admission_threads.py", "_admission_threads.py"), ("_admission_node.py", "_admission_node.py"),
-                  ("_admission_census.py", "_admission_census.py"))
+                  ("_admission_census.py", "_admission_census.py"), ("../_atomic.py", "_atomic.py"))
 
 NUMBER_CEILING = 2 ** 63   # no size, pid, time or count this file reads comes near it; above it, margin x peak overflows
 

@@ -27,13 +27,14 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _admission_node as node
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _admission_census as census
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build._build_engine import BuildError
+from ansible_collections.gpufleet.preflight.plugins.module_utils import _atomic
 from ansible_collections.gpufleet.preflight.plugins.module_utils._human import parse_size_option
 
 FOLDER = "gpufleet-admission"
 LAUNCHER = "gpufleet_admit.py"
 MODULES = {"_admission.py": _admission, "_admission_policy.py": policy, "_admission_settings.py": settings_rule,
            "_admission_pressure.py": pressure, "_admission_threads.py": threads_rule, "_admission_node.py": node,
-           "_admission_census.py": census}
+           "_admission_census.py": census, "../_atomic.py": _atomic}
 
 
 def admission_settings(settings, build_dir, source):

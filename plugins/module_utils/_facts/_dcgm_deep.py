@@ -14,6 +14,7 @@ import json
 import os
 import time
 
+from ansible_collections.gpufleet.preflight.plugins.module_utils._atomic import write_file
 from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _bandwidth_tests
 
 LEVELS = (2, 3, 4)
@@ -153,14 +154,11 @@ def load_kept(path):
 
 
 def save_kept(path, record):
-    """Write ``record`` atomically (a reader sees the old or the new one, never half)."""
+    """Write ``record`` atomically (a reader sees the old or the new one, never half); 0644: a result others read."""
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         os.makedirs(directory, 0o755)
-    temporary = "%s.%d.tmp" % (path, os.getpid())
-    with open(temporary, "w") as handle:
-        json.dump(record, handle, sort_keys=True)
-    os.rename(temporary, path)
+    write_file(path, json.dumps(record, sort_keys=True), mode=0o644)
 
 
 def run_deep_diag(run, dcgmi, level, busy, budget, state_path, valid_hours=DEFAULT_VALID_HOURS, now=time.time):

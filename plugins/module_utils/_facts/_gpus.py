@@ -120,6 +120,12 @@ def _flag(text):
     return None
 
 
+def _mig(text):
+    """``Enabled``/``Disabled`` -> 'enabled'/'disabled'; ``[N/A]`` (a board without MIG) -> None."""
+    value = _flag(text)
+    return None if value is None else ("enabled" if value else "disabled")
+
+
 def decode_clock_event_reasons(text):
     """``0x0000000000000005`` -> ``(['gpu_idle', 'sw_power_cap'], '0x0000000000000005')``; unknown bits as ``bit_0x...``."""
     raw = parse_value(text)
@@ -143,6 +149,18 @@ def split_csv_line(line):
     return [cell.strip() for cell in line.split(",")]
 
 
+# The device keys read straight from their own ``--query-gpu`` cell, each with its parser (memory and clock-event
+# reasons are derived in device_from_row).
+_PARSED = (
+    ("index", _number), ("name", parse_value), ("uuid", parse_value), ("pci_bus_id", parse_value),
+    ("compute_capability", parse_value), ("driver_version", parse_value), ("temperature", _number),
+    ("power_draw_watts", lambda text: _number(text, float)), ("ecc_uncorrected", _number),
+    ("remapped_rows_pending", _flag), ("remapped_rows_failure", _flag), ("persistence_mode", _flag),
+    ("serial", parse_value), ("pcie_gen_current", _number), ("pcie_gen_max", _number),
+    ("pcie_width_current", _number), ("pcie_width_max", _number), ("utilization_gpu", _number), ("mig_mode", _mig),
+)
+
+
 def device_from_row(cells, fields):
     """One ``--query-gpu`` row (``cells`` in the order of ``fields``, nvidia-smi names) -> a device dict."""
     by_field = dict(zip(fields, cells))
@@ -152,41 +170,17 @@ def device_from_row(cells, fields):
     total = _number(raw["memory_total"])
     used = _number(raw["memory_used"])
     reasons, reasons_raw = decode_clock_event_reasons(raw["clock_event_reasons"])
-    device = {
-        "index": _number(raw["index"]),
-        "name": parse_value(raw["name"]),
-        "uuid": parse_value(raw["uuid"]),
-        "pci_bus_id": parse_value(raw["pci_bus_id"]),
-        "compute_capability": parse_value(raw["compute_capability"]),
-        "driver_version": parse_value(raw["driver_version"]),
+    device = dict((key, parse(raw[key])) for key, parse in _PARSED)
+    device.update({
         "memory_total_bytes": None if total is None else total * _MIB,
         "memory_total_human": None if total is None else human(total * _MIB),
         "memory_used_bytes": None if used is None else used * _MIB,
         "memory_used_human": None if used is None else human(used * _MIB),
-        "temperature": _number(raw["temperature"]),
-        "power_draw_watts": _number(raw["power_draw_watts"], float),
-        "ecc_uncorrected": _number(raw["ecc_uncorrected"]),
-        "remapped_rows_pending": _flag(raw["remapped_rows_pending"]),
-        "remapped_rows_failure": _flag(raw["remapped_rows_failure"]),
         "clock_event_reasons": reasons,
         "clock_event_reasons_raw": reasons_raw,
-        "persistence_mode": _flag(raw["persistence_mode"]),
-        "serial": parse_value(raw["serial"]),
-        "pcie_gen_current": _number(raw["pcie_gen_current"]),
-        "pcie_gen_max": _number(raw["pcie_gen_max"]),
-        "pcie_width_current": _number(raw["pcie_width_current"]),
-        "pcie_width_max": _number(raw["pcie_width_max"]),
-        "utilization_gpu": _number(raw["utilization_gpu"]),
-        "mig_mode": _mig(raw["mig_mode"]),
         "compute_apps": [],
-    }
+    })
     return device
-
-
-def _mig(text):
-    """``Enabled``/``Disabled`` -> 'enabled'/'disabled'; ``[N/A]`` (a board without MIG) -> None."""
-    value = _flag(text)
-    return None if value is None else ("enabled" if value else "disabled")
 
 
 def parse_query_gpu(text, fields):
