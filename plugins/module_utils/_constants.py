@@ -25,6 +25,11 @@ MAX_KERNEL_EVENTS_WINDOW = 366 * 86400.0
 # Bounded waits: a day is longer than any node takes to settle; 1e99 s would hold the play for ever.
 MAX_WAIT_SECONDS = 86400
 
+# Where each active test keeps its result on the node by default: active_test writes them, the readiness checks
+# dcgm_result and bandwidth_result read them (the options dcgm_result_path and bandwidth_result_dir).
+ACTIVE_RESULT_DIR = "/var/lib/gpufleet"
+ACTIVE_RESULT_FILES = {"dcgm_diag": "dcgm-diag.json", "nvbandwidth": "nvbandwidth.json", "nccl_all_reduce": "nccl-all-reduce.json"}
+
 # A guarded build's files in its build directory (guarded_build writes them; the roles and build_watch read them
 # through the gpufleet.preflight.build_paths filter, never by spelling the names).
 BUILD_STAMP_NAME = ".gpufleet-build.stamp"

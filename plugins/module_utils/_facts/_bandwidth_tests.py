@@ -16,13 +16,12 @@ __metaclass__ = type
 import re
 import time
 
+from ansible_collections.gpufleet.preflight.plugins.module_utils._constants import ACTIVE_RESULT_DIR, ACTIVE_RESULT_FILES
 from ansible_collections.gpufleet.preflight.plugins.module_utils._values import non_finite
 
 H2D, D2H, P2P = "host_to_device_memcpy_ce", "device_to_host_memcpy_ce", "device_to_device_memcpy_read_ce"
 TESTS = ("nvbandwidth", "nccl_all_reduce")
-# Where each active test keeps its result by default (the readiness options dcgm_result_path, bandwidth_result_dir).
-RESULT_DIR = "/var/lib/gpufleet"
-RESULT_FILES = {"dcgm_diag": "dcgm-diag.json", "nvbandwidth": "nvbandwidth.json", "nccl_all_reduce": "nccl-all-reduce.json"}
+RESULT_DIR, RESULT_FILES = ACTIVE_RESULT_DIR, ACTIVE_RESULT_FILES
 STATE_FILES = dict((test, RESULT_DIR + "/" + name) for test, name in RESULT_FILES.items() if test != "dcgm_diag")
 # The size the published all-reduce figures are measured at: one 16 GiB message per GPU (send and receive buffers).
 ALL_REDUCE_BYTES = "16G"

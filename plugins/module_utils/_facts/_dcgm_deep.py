@@ -20,7 +20,7 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._facts import _
 LEVELS = (2, 3, 4)
 DEFAULT_LEVEL = 2
 DEFAULT_VALID_HOURS = 24.0
-STATE_FILE = "/var/lib/gpufleet/dcgm-diag.json"
+STATE_FILE = _bandwidth_tests.RESULT_DIR + "/" + _bandwidth_tests.RESULT_FILES["dcgm_diag"]
 LEDGER_FILE = "ledger.json"
 _RESULTS = ("pass", "fail", "warn", "skip")
 

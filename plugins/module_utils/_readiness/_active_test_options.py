@@ -9,6 +9,8 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+from ansible_collections.gpufleet.preflight.plugins.module_utils._constants import ACTIVE_RESULT_DIR, ACTIVE_RESULT_FILES
+
 CHECK = ("main", "check")
 
 ACTIVE_TEST_OPTIONS = (
@@ -22,7 +24,8 @@ ACTIVE_TEST_OPTIONS = (
         "The lowest DCGM run level the kept result must come from (O(dcgm_result_max_age)): V(2) (about 2 minutes, the "
         "default), V(3) or V(4) (long stress tests, opt-in).",
     ]),
-    dict(name="dcgm_result_path", check=dict(form="absolute_path"), type="path", default="/var/lib/gpufleet/dcgm-diag.json", roles=CHECK,
+    dict(name="dcgm_result_path", check=dict(form="absolute_path"), type="path", roles=CHECK,
+         default=ACTIVE_RESULT_DIR + "/" + ACTIVE_RESULT_FILES["dcgm_diag"],
          description=["Where the DCGM active test keeps its result on the node (C(verified_at), C(valid_until), the tests), "
                       "read by O(dcgm_result_max_age)."]),
     dict(name="bandwidth_result_max_age", check=dict(min=0, max=8760, unit="hours"), type="int", default=0, roles=CHECK,
@@ -37,7 +40,7 @@ ACTIVE_TEST_OPTIONS = (
          choices=["nvbandwidth", "nccl_all_reduce"], default=["nvbandwidth", "nccl_all_reduce"], roles=CHECK, description=[
         "The bandwidth active tests whose kept result O(bandwidth_result_max_age) requires.",
     ]),
-    dict(name="bandwidth_result_dir", check=dict(form="absolute_path"), type="path", default="/var/lib/gpufleet", roles=CHECK,
+    dict(name="bandwidth_result_dir", check=dict(form="absolute_path"), type="path", default=ACTIVE_RESULT_DIR, roles=CHECK,
          description=["Where the bandwidth active tests keep their results on the node (C(nvbandwidth.json), "
                       "C(nccl-all-reduce.json), the active test's default C(result_path)), read by "
                       "O(bandwidth_result_max_age)."]),

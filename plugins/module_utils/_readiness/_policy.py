@@ -13,6 +13,7 @@ __metaclass__ = type
 
 import os
 
+from ansible_collections.gpufleet.preflight.plugins.module_utils._constants import ACTIVE_RESULT_FILES
 from ansible_collections.gpufleet.preflight.plugins.module_utils._human import human
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _gpu_build_checks as gpu_build
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness import _gpu_health_checks as gpu_health
@@ -81,8 +82,8 @@ def bandwidth_result_paths(policy):
     """{test: the file its kept result is read from} the bandwidth_result check wants; {} when it is off."""
     if not policy.get("bandwidth_result_max_age") or "gpu" not in profiles(policy):
         return {}
-    names = dict(nvbandwidth="nvbandwidth.json", nccl_all_reduce="nccl-all-reduce.json")
-    return dict((test, os.path.join(policy["bandwidth_result_dir"], names[test])) for test in policy["bandwidth_result_tests"])
+    return dict((test, os.path.join(policy["bandwidth_result_dir"], ACTIVE_RESULT_FILES[test]))
+                for test in policy["bandwidth_result_tests"])
 
 
 def gpu_probes_for(policy):
