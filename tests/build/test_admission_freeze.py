@@ -18,7 +18,8 @@ import sys
 import time
 
 from conftest import PROJECTS, REPO, own_memory_cgroup
-from proctools import proc_stats, rmdir_retrying
+from fleet_cgroups import remove_cgroup_tree
+from proctools import proc_stats
 
 ADMISSION = os.path.join(REPO, "plugins", "module_utils", "_build", "_admission.py")
 HOGCC = os.path.join(PROJECTS, "standin_mixed_memory", "hogcc.py")
@@ -28,14 +29,15 @@ MIB = 1024 ** 2
 @contextlib.contextmanager
 def memory_cgroup(name, limit_mib):
     """A child of this process's memory cgroup with a limit (no swap here: /proc/swaps is empty on these machines,
-    and memsw is set where it exists); removed afterwards."""
+    and memsw is set where it exists); emptied and removed afterwards, even when the test failed with launchers or
+    frozen compiles still in it."""
     path = os.path.join(own_memory_cgroup(), "gpufleet-test-freeze-%s-%d" % (name, os.getpid()))
     os.mkdir(path)
     try:
         set_limit(path, limit_mib)
         yield path
     finally:
-        rmdir_retrying(path)
+        remove_cgroup_tree(path)
 
 
 def set_limit(path, limit_mib, deadline=10.0):
