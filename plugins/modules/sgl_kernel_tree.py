@@ -163,8 +163,9 @@ import re
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build._ninja_steps import arch_number
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build._sgl_tree import (
-    arch_number, cmake_cache_notfound, known_trees_problem, read_ninja_summary, scan_fetchcontent, tree_identity)
+    cmake_cache_notfound, known_trees_problem, read_ninja_summary, scan_fetchcontent, tree_identity)
 
 
 def main():

@@ -25,6 +25,7 @@ from conftest import PROJECTS, REPO, module_command, ansible_env, parse_result, 
 
 sys.path.insert(0, os.path.join(REPO, "plugins", "module_utils", "_build"))
 sys.path.insert(0, os.path.join(REPO, "plugins", "module_utils", "_facts"))
+import _ninja_steps  # noqa: E402 pylint: disable=wrong-import-position,import-error
 import _sgl_tree  # noqa: E402 pylint: disable=wrong-import-position,import-error
 
 STANDIN = os.path.join(PROJECTS, "standin_sgl_kernel")
@@ -73,7 +74,7 @@ def test_gencodes_restricted_to_sm120_in_build_ninja(tmp_path):
         with open(str(tmp_path / "sm120" / "build.ninja")) as handle:
             text = handle.read()
         return [line for line in text.splitlines() if line.startswith("  FLAGS = ")] + [
-            (step["output"], step["archs"]) for step in _sgl_tree.parse_ninja_cuda_steps(text)]
+            (step["output"], step["archs"]) for step in _ninja_steps.parse_ninja_cuda_steps(text)]
     before = flags()
     configure(tmp_path / "sm120", "-DCMAKE_PROJECT_INCLUDE=" + FILTER, "-DGPUFLEET_CUDA_ARCHS=120",
               "-DGPUFLEET_DROP_TARGETS=ops_sm90_build")

@@ -7,10 +7,6 @@ Pure parsers first:
 
 * ``parse_fetchcontent(text)``: the ``FetchContent_Declare`` calls of one CMake file (name, git repository and
   tag, or URL).
-* ``parse_ninja_cuda_steps(text)``: the CUDA compile steps of a generated ``build.ninja`` with the GPU
-  architectures each one compiles for (``-gencode``, ``--generate-code``, ``-arch=sm_XX``).
-* ``summarize_cuda_steps(steps, keep)``: steps per target, architectures, and the steps that still compile
-  for an architecture not in ``keep``.
 * ``cmake_cache_notfound(text)``: cache entries whose value is ``<VAR>-NOTFOUND`` (a failed find_library or
   find_path cached by a failed configure).
 * ``fetchcontent_var(name)``: the ``FETCHCONTENT_SOURCE_DIR_<NAME>`` variable of a FetchContent name.
@@ -19,7 +15,7 @@ Then the collectors that read files: ``scan_fetchcontent(src, offline_dir, sourc
 files, finds every declared name, looks for its offline copy, and walks into that copy too (nested
 declarations, such as mscclpp's json, nanobind and dlpack), reporting what is missing and which copy is at another
 commit than the tree pins (``pin_check``: the folder's git HEAD, else prepare_offline_sources' stamp, against
-``GIT_TAG``); ``read_ninja_summary``.
+``GIT_TAG``); ``read_ninja_summary`` (the build.ninja parsers are ``_ninja_steps``').
 """
 from __future__ import absolute_import, division, print_function
 
@@ -35,9 +31,11 @@ import zlib
 
 try:    # in the collection
     from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _source_digest as source_digest
+    from ansible_collections.gpufleet.preflight.plugins.module_utils._build._ninja_steps import parse_ninja_cuda_steps, summarize_cuda_steps
 except ImportError:     # loaded by path (tests, bench)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import _source_digest as source_digest  # pylint: disable=import-error
+    from _ninja_steps import parse_ninja_cuda_steps, summarize_cuda_steps  # pylint: disable=import-error
 
 _COMMENT = re.compile(r"#\[(=*)\[.*?\]\1\]|#[^\n]*", re.S)
 _DECLARE = re.compile(r"\bFetchContent_Declare\s*\(([^)]*)\)", re.I | re.S)
@@ -46,10 +44,6 @@ _MAKE_AVAILABLE = re.compile(r"\bFetchContent_MakeAvailable\s*\(([^)]*)\)", re.I
 _ADD_SUBDIR = re.compile(r"\badd_subdirectory\s*\(\s*\"?\$\{([A-Za-z0-9_.+-]+)_SOURCE_DIR\}", re.I)
 _DECLARE_KEYWORDS = ("GIT_REPOSITORY", "GIT_TAG", "URL", "URL_HASH", "SOURCE_DIR", "SOURCE_SUBDIR")
 
-# -gencode=arch=compute_90a,code=sm_90a | -gencode arch=... | --generate-code=arch=compute_120,code=[compute_120,sm_120]
-_GENCODE = re.compile(r"(?:-gencode|--generate-code)[= ]arch=compute_(\d+[a-z]?),code=(\[[^\]]*\]|[a-z]+_\d+[a-z]?)")
-_ARCH = re.compile(r"(?:-arch|--gpu-architecture)[= ](?:sm|compute)_(\d+[a-z]?)")
-_CODE_ARCH = re.compile(r"(?:sm|compute|lto)_(\d+[a-z]?)")
 _NOTFOUND = re.compile(r"^([A-Za-z0-9_.+-]+):([A-Z]+)=(.*-NOTFOUND)\s*$", re.M)
 
 
@@ -88,113 +82,6 @@ def parse_subprojects(text):
 def fetchcontent_var(name):
     """FetchContent's per-name cache variable: ``repo-cutlass`` -> ``FETCHCONTENT_SOURCE_DIR_REPO-CUTLASS``."""
     return "FETCHCONTENT_SOURCE_DIR_" + name.upper()
-
-
-def arch_number(arch):
-    """``sm_120a``, ``compute_120a``, ``120a``, ``12.0`` -> ``120``; None when it is not an architecture."""
-    text = str(arch).strip().lower()
-    match = re.match(r"^(\d+)\.(\d)[af]?$", text)
-    if match:
-        return match.group(1) + match.group(2)
-    match = re.match(r"^(?:sm_|compute_|lto_)?(\d+)[af]?(?:-real|-virtual)?$", text)
-    return match.group(1) if match else None
-
-
-def _flag_archs(flags):
-    archs = set()
-    for virtual, code in _GENCODE.findall(flags):
-        archs.add(virtual)
-        archs.update(_CODE_ARCH.findall(code))
-    archs.update(_ARCH.findall(flags))
-    return archs
-
-
-def _ninja_logical_lines(text):
-    """Join ninja's ``$``-newline continuations."""
-    return re.sub(r"\$\n[ \t]*", "", text).split("\n")
-
-
-def _ninja_unescape(path):
-    return re.sub(r"\$([ :$])", r"\1", path)
-
-
-def parse_ninja_cuda_steps(text):
-    """The CUDA compile steps of a CMake-generated build.ninja.
-
-    -> [{"output", "source", "target", "archs": sorted list}] where ``archs`` holds every architecture the
-    step's FLAGS name (virtual and real, e.g. ``["120a"]`` or ``["80", "90", "90a"]``).
-    """
-    steps = []
-    current = None
-    for line in _ninja_logical_lines(text):
-        if line.startswith("build "):
-            current = None
-            head = line[len("build "):]
-            match = re.match(r"((?:[^:$]|\$.)+):\s+(\S+)\s*(.*)$", head)
-            if not match or not match.group(2).startswith("CUDA_COMPILER__"):
-                continue
-            inputs = re.split(r"(?<!\$)\s+", match.group(3).split("||")[0].split(" | ")[0].strip())
-            rule_target = re.sub(r"^CUDA_COMPILER__", "", match.group(2))
-            current = {"output": _ninja_unescape(match.group(1).strip()),
-                       "source": _ninja_unescape(inputs[0]) if inputs and inputs[0] else None,
-                       "target": None, "rule_target": rule_target, "flags": ""}
-            steps.append(current)
-        elif current is not None and line.startswith("  "):
-            key, _sep, value = line.strip().partition(" = ")
-            if key == "FLAGS":
-                current["flags"] = value
-            elif key == "OBJECT_DIR":
-                found = re.search(r"CMakeFiles/([^/]+)\.dir$", value.strip())
-                if found:
-                    current["target"] = found.group(1)
-        elif not line.strip():
-            continue
-        else:
-            current = None
-    result = []
-    for step in steps:
-        target = step["target"] or re.sub(r"_(unscanned_)?[A-Za-z]*$", "", step["rule_target"])
-        result.append({"output": step["output"], "source": step["source"], "target": target,
-                       "archs": sorted(_flag_archs(step["flags"]), key=_arch_sort_key)})
-    return result
-
-
-def _arch_sort_key(arch):
-    number = arch_number(arch) or "0"
-    return (int(number), arch)
-
-
-def summarize_cuda_steps(steps, keep=None):
-    """Counts for people and for the refusal.
-
-    ``keep``: architecture numbers wanted (``["120"]``); None keeps everything.
-    -> {"cuda_steps", "archs", "targets": {target: {"steps", "archs"}}, "other_arch_steps",
-        "other_archs", "other_examples" (up to 5 outputs)}
-    """
-    keep_numbers = None if keep is None else set(arch_number(arch) for arch in keep)
-    archs = set()
-    targets = {}
-    others = []
-    other_archs = set()
-    for step in steps:
-        archs.update(step["archs"])
-        entry = targets.setdefault(step["target"], {"steps": 0, "archs": set()})
-        entry["steps"] += 1
-        entry["archs"].update(step["archs"])
-        if keep_numbers is not None:
-            unwanted = [arch for arch in step["archs"] if arch_number(arch) not in keep_numbers]
-            if unwanted:
-                others.append(step["output"])
-                other_archs.update(unwanted)
-    return {
-        "cuda_steps": len(steps),
-        "archs": sorted(archs, key=_arch_sort_key),
-        "targets": dict((name, {"steps": value["steps"], "archs": sorted(value["archs"], key=_arch_sort_key)})
-                        for name, value in sorted(targets.items())),
-        "other_arch_steps": len(others),
-        "other_archs": sorted(other_archs, key=_arch_sort_key),
-        "other_examples": others[:5],
-    }
 
 
 def cmake_cache_notfound(text):
