@@ -21,7 +21,7 @@ import time
 from ansible.errors import AnsibleActionFail
 from ansible_collections.gpufleet.preflight.plugins.plugin_utils._action import ControllerAction
 from ansible_collections.gpufleet.preflight.plugins.module_utils._atomic import write_file
-from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _gate, _html_report, _report
+from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _gate, _html_report, _report, _report_input
 
 ARGUMENT_SPEC = dict(
     results=dict(type="dict", required=True),
@@ -158,7 +158,7 @@ class ActionModule(ControllerAction):
     def act(self, result, task_vars):
         _validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         try:
-            _report.check_results(args["results"])
+            _report_input.check_results(args["results"])
         except ValueError as exc:
             raise AnsibleActionFail(str(exc))
         if args["report_dir"] and (not args["report_dir"].strip() or "\0" in args["report_dir"]):

@@ -12,7 +12,7 @@ from __future__ import absolute_import, division, print_function
 __metaclass__ = type
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _gate, _report
+from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _gate, _report, _report_input
 
 _UNSET = object()
 
@@ -23,7 +23,7 @@ def _refused(name, exc):
 
 def fleet_report(results, policy=None, started=None, finished=None):
     try:
-        _report.check_results(results)
+        _report_input.check_results(results)
     except ValueError as exc:
         raise _refused("fleet_report", exc)
     if policy is not None and not isinstance(policy, dict):
@@ -36,7 +36,7 @@ def fleet_report(results, policy=None, started=None, finished=None):
 
 def _rendered(name, render, report):
     try:
-        _report.check_report(report)
+        _report_input.check_report(report)
     except ValueError as exc:
         raise _refused(name, exc)
     return render(_report.clean(report))
@@ -59,7 +59,7 @@ def fleet_gate(report, max_not_ready=_UNSET):
         raise AnsibleFilterError("fleet_gate: max_not_ready is required: a count of hosts like 2, a percentage like 25%, "
                                  "or '' for no limit")
     try:
-        _report.check_report(report, needs_hosts=False)
+        _report_input.check_report(report, needs_hosts=False)
         decision = _gate.gate(report, max_not_ready)
     except ValueError as exc:
         raise _refused("fleet_gate", exc)

@@ -333,20 +333,6 @@ def test_every_format_character_is_neutralised():
             assert char not in _report.safe(u"a%sb" % char), "U+%04X" % code
 
 
-@pytest.mark.parametrize("result, named", [
-    ({"ready": True, "ansible_facts": "x"}, "results[h1]: ansible_facts must be a dict of facts, got str"),
-    ({"unreachable": True, "msg": 5}, "results[h1]: msg must be text, got int"),
-    ({"ready": True, "ansible_facts": {"gpufleet_memory": "x"}}, "results[h1]: ansible_facts.gpufleet_memory must be a dict"),
-    ({"ready": True, "ansible_facts": {"gpufleet_memory": {"effective": [1]}}}, "ansible_facts.gpufleet_memory.effective must be"),
-    ({"ready": True, "ansible_facts": {"gpufleet_build_processes": {"processes": [1]}}}, "processes[0] must be a process"),
-    ({"ready": True, "policy": "x"}, "results[h1]: policy must be a dict"),
-])
-def test_results_of_the_wrong_shape_are_refused_naming_the_host(result, named):
-    with pytest.raises(ValueError) as err:
-        _report.check_results({"h1": result})
-    assert named in str(err.value)
-
-
 def test_an_unknown_check_whose_reason_another_failure_says_is_merged_into_it():
     """The GPU-less node of the fleet test: gpu_count says it with its numbers, four checks say 'unknown: ...'."""
     reason = "nvidia-smi not found on PATH or in /usr/bin: is the NVIDIA driver installed?"
