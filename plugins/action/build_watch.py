@@ -28,6 +28,7 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 from ansible_collections.gpufleet.preflight.plugins.module_utils._atomic import write_file
 from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _build_view as view
+from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _build_view_input as view_input
 from ansible_collections.gpufleet.preflight.plugins.plugin_utils import _html_report
 
 display = Display()
@@ -157,7 +158,7 @@ class NodeWatch(object):
         raw = result.get("status")
         if raw is None:
             return None  # not written yet (queued), or removed
-        status, error = view.check_status(raw)
+        status, error = view_input.check_status(raw)
         if error:
             self.node["status_error"] = "%s: %s" % (self.job["status_path"], error)
             return None
@@ -195,7 +196,7 @@ class NodeWatch(object):
                 if job is not None:
                     if not ended:  # the last status with the whole timeline
                         self.read_status()
-                    self.node["result"] = view.check_result(job)
+                    self.node["result"] = view_input.check_result(job)
             self.failures = 0
         except (AnsibleConnectionFailure, AnsibleError, OSError) as exc:
             self.failures += 1

@@ -6,7 +6,7 @@
 The status file lives in the build dir, which a user or another run may have replaced by anything: a 100 MB
 file, a FIFO, a directory, JSON of another shape. Reading it must never hang (a FIFO is opened non-blocking and
 refused), never take more than ``max_bytes`` of memory or transfer, and say what is wrong in one line naming the
-file. The shape is checked on the controller (``plugin_utils/_build_view.check_status``).
+file. The shape is checked on the controller (``plugin_utils/_build_view_input.check_status``).
 """
 
 from __future__ import absolute_import, division, print_function
