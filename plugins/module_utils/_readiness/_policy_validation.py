@@ -206,25 +206,21 @@ def check_option(entry, value, require_jmespath=True):
     return _LIST_FORMS[form](name, value, require_jmespath)
 
 
-def _program_names(name, values, _require_jmespath):
-    for item in values:
-        if not _text(item).strip() or "\0" in _text(item) or "/" in _text(item):
-            raise ValueError("%s: %r is not an executable name (no path, NUL or blank)" % (name, item))
-    return values
+def _names(what, one_component):
+    """The validator of a list of names: each a non-blank string without NUL and, where it is one path component
+    (an executable's or a cgroup's name, not a path), without /; ``what`` ends the message."""
+    def check(name, values, _require_jmespath):
+        for item in values:
+            text = _text(item)
+            if not text.strip() or "\0" in text or (one_component and "/" in text):
+                raise ValueError("%s: %r is not %s" % (name, item, what))
+        return values
+    return check
 
 
-def _process_names(name, values, _require_jmespath):
-    for item in values:
-        if not _text(item).strip() or "\0" in _text(item):
-            raise ValueError("%s: %r is not a process name or path (NUL or blank)" % (name, item))
-    return values
-
-
-def _cgroup_names(name, values, _require_jmespath):
-    for item in values:
-        if not _text(item).strip() or "\0" in _text(item) or "/" in _text(item):
-            raise ValueError("%s: %r is not a cgroup name or glob (one path component: no /, NUL or blank)" % (name, item))
-    return values
+_program_names = _names("an executable name (no path, NUL or blank)", one_component=True)
+_process_names = _names("a process name or path (NUL or blank)", one_component=False)
+_cgroup_names = _names("a cgroup name or glob (one path component: no /, NUL or blank)", one_component=True)
 
 
 def _xids(name, values, _require_jmespath):

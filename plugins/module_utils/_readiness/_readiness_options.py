@@ -34,8 +34,24 @@ import copy
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._constants import (
     FATAL_XIDS, MAX_GPU_TIMEOUT, MAX_KERNEL_EVENTS_WINDOW, MAX_WAIT_SECONDS)
-from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness._node_options import CHECK, NODE_OPTIONS
+from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness._node_options import CHECK, NODE_OPTIONS, count, flag
 from ansible_collections.gpufleet.preflight.plugins.module_utils._readiness._active_test_options import ACTIVE_TEST_OPTIONS
+
+# A node-side time limit, in seconds, gathered by node_facts too: four rows of one shape, each bounded for one reason.
+_SLURM_LIMIT = "Slurm kills a HealthCheckProgram at 60 s"
+_HUNG_DRIVER = "a hung driver needs a deadline"
+
+
+def node_seconds(name, most, why, default, description):
+    return dict(name=name, check=dict(above=0, max=most, unit="seconds", why=why), type="float", default=default, roles=CHECK, node=True,
+                description=description)
+
+
+# A role variable of the publish step that another plugin or task file checks (``by``), not the readiness action.
+def published(name, type_, default, form, by, description):
+    return dict(name=name, check=dict(form=form, by=by), type=type_, default=default, roles=("main", "publish"), action=False,
+                description=description)
+
 
 OPTIONS = (
     # ---------------------------------------------------------------- memory and build processes (always)
@@ -44,7 +60,7 @@ OPTIONS = (
         "A size in binary units such as V(64GiB), V(512MiB) or V(64G) (all powers of 1024), a number of bytes, or a "
         "fraction of the effective total such as V(0.8). Decimal units such as V(64GB) are refused as ambiguous.",
     ]),
-    dict(name="max_build_processes", check=dict(min=0, max=100000), type="int", default=0, roles=CHECK, description=[
+    count("max_build_processes", 100000, 0, [
         "Most build processes (matched by executable name) allowed to be running. Must be 0 or more.",
     ]),
     dict(name="max_memory_pressure", check=dict(min=0, max=100, what="a PSI percentage"), type="float", default=10.0, roles=CHECK, description=[
@@ -67,20 +83,20 @@ OPTIONS = (
         "Memory and build-process checks always apply.",
     ]),
     # ---------------------------------------------------------------- profile gpu
-    dict(name="expected_gpus", check=dict(min=0, max=1024), type="int", default=8, roles=CHECK, description=[
+    count("expected_gpus", 1024, 8, [
         "How many GPUs nvidia-smi must report (gpu profile).",
     ]),
     dict(name="compute_capability", check=dict(form="compute_capability"), type="str", default="12.0", roles=CHECK, description=[
         "The compute capability every GPU must have, like V(12.0) for Blackwell SM120 or V(10.0) for B200 (gpu profile).",
     ]),
-    dict(name="max_ecc_errors", check=dict(min=0, max=2 ** 31 - 1), type="int", default=0, roles=CHECK, description=[
+    count("max_ecc_errors", 2 ** 31 - 1, 0, [
         "Most uncorrected ECC errors a GPU may have reported (gpu profile).",
     ]),
     dict(name="fatal_xids", check=dict(form="xids"), type="list", elements="int", default=sorted(FATAL_XIDS), roles=CHECK, description=[
         "NVIDIA Xid error codes that make a GPU unusable until it is reset (gpu profile); any of them within "
         "O(kernel_events_window) fails the node.",
     ]),
-    dict(name="allow_gpu_compute_apps", check=dict(form="bool"), type="bool", default=False, roles=CHECK, description=[
+    flag("allow_gpu_compute_apps", False, [
         "Whether processes may already be running on the GPUs (gpu profile).",
     ]),
     dict(name="allowed_gpu_compute_apps", check=dict(form="process_names"), type="list", elements="str", default=[], roles=CHECK, description=[
@@ -119,7 +135,7 @@ OPTIONS = (
         "C(applications_clocks_setting) and C(sw_power_cap) (the board at its power limit under load) are benign "
         "and left out. An empty list disables the check.",
     ]),
-    dict(name="require_persistence_mode", check=dict(form="bool"), type="bool", default=True, roles=CHECK, description=[
+    flag("require_persistence_mode", True, [
         "Whether every GPU must have persistence mode on (C(nvidia-persistenced) or C(nvidia-smi -pm 1)); without it "
         "the driver tears down and re-initialises the GPUs between jobs (gpu profile).",
     ]),
@@ -128,22 +144,22 @@ OPTIONS = (
         "The MIG mode every MIG-capable GPU must be in (gpu profile): V(disabled) for whole-GPU jobs and builds' GPU "
         "tests, V(enabled) for MIG partitions, V(any) to not check. GPUs without MIG (C([N/A])) pass.",
     ]),
-    dict(name="check_nvlink", check=dict(form="bool"), type="bool", default=False, roles=CHECK, description=[
+    flag("check_nvlink", False, [
         "Whether to check NVLink: every link up (C(nvidia-smi nvlink -s)) and error counters at most "
         "O(max_nvlink_errors) (C(nvidia-smi nvlink -e)), per GPU and link (gpu profile). Two extra nvidia-smi "
         "probes, run only when this is on. A board without NVLink (PCIe) is reported as not applicable.",
     ]),
-    dict(name="max_nvlink_errors", check=dict(min=0, max=2 ** 63 - 1), type="int", default=0, roles=CHECK, description=[
+    count("max_nvlink_errors", 2 ** 63 - 1, 0, [
         "Most errors (replay, recovery, CRC) any one NVLink link may have counted since the driver loaded "
         "(gpu profile, with O(check_nvlink)).",
     ]),
-    dict(name="check_fabric", check=dict(form="bool"), type="bool", default=False, roles=CHECK, description=[
+    flag("check_fabric", False, [
         "Whether the NVSwitch fabric must be up: every GPU's C(nvidia-smi -q) Fabric State C(Completed) with Status "
         "C(Success) (gpu profile). C(In Progress) or C(Not Started) means Fabric Manager (and NVLSM on B200 and later) "
         "is not running or has not registered the GPU. PCIe boards report N/A: not applicable, said so. "
         "One C(nvidia-smi -q) probe, run only when this or O(check_gpu_recovery) is on.",
     ]),
-    dict(name="check_gpu_recovery", check=dict(form="bool"), type="bool", default=False, roles=CHECK, description=[
+    flag("check_gpu_recovery", False, [
         "Whether a GPU the driver says needs a reset fails the node (gpu profile): C(nvidia-smi -q) GPU Reset Status "
         "(Reset Required, Drain and Reset Recommended; deprecated from driver 570) and GPU Recovery Action "
         "(driver 570 and later: C(Reset), C(Reboot), C(Drain P2P), C(Drain and Reset)).",
@@ -161,34 +177,31 @@ OPTIONS = (
         "names (GPU Reset Required, Node Reboot Required, Drain and Reset...). Codes in O(fatal_xids) fail whatever "
         "their class.",
     ]),
-    dict(name="check_sxid", check=dict(form="bool"), type="bool", default=True, roles=CHECK, description=[
+    flag("check_sxid", True, [
         "Whether NVSwitch errors in the kernel log (C(nvidia-nvswitchN: SXid ...) lines, read with the Xids) fail the "
         "node (gpu profile): a fatal SXid within O(kernel_events_window) does.",
     ]),
-    dict(name="sxid_fail_nonfatal", check=dict(form="bool"), type="bool", default=False, roles=CHECK, description=[
+    flag("sxid_fail_nonfatal", False, [
         "Whether a non-fatal SXid fails the node too (O(check_sxid)).",
     ]),
-    dict(name="check_dcgm_diag", check=dict(form="bool"), type="bool", default=False, roles=CHECK, description=[
+    flag("check_dcgm_diag", False, [
         "Whether to run DCGM's quick diagnostic C(dcgmi diag -r 1) (seconds; needs C(nv-hostengine)) and fail on a test "
         "it fails (gpu profile). It never runs while a process uses the GPUs (reported as not run); where C(dcgmi) is "
         "not installed the check is not applicable.",
     ]),
-    dict(name="dcgm_diag_timeout", check=dict(above=0, max=50, unit="seconds", why="Slurm kills a HealthCheckProgram at 60 s"),
-         type="float", default=20, roles=CHECK, node=True, description=[
+    node_seconds("dcgm_diag_timeout", 50, _SLURM_LIMIT, 20, [
         "Seconds C(dcgmi diag -r 1) may take (with the readiness option C(check_dcgm_diag)); it runs after the other probes, so a node "
         "answers within O(gpu_timeout) + O(gpu_probe_budget) + this (45 s with the defaults).",
     ]),
-    dict(name="gpu_probe_timeout", check=dict(above=0, max=MAX_GPU_TIMEOUT, unit="seconds", why="a hung driver needs a deadline"),
-         type="float", default=5, roles=CHECK, node=True, description=[
+    node_seconds("gpu_probe_timeout", MAX_GPU_TIMEOUT, _HUNG_DRIVER, 5, [
         "Seconds each extra nvidia-smi probe (C(nvlink -s), C(nvlink -e), C(-q)) may take before it is killed and "
         "reported as timed out, naming the probe.",
     ]),
-    dict(name="gpu_probe_budget", check=dict(above=0, max=50, unit="seconds", why="Slurm kills a HealthCheckProgram at 60 s"),
-         type="float", default=15, roles=CHECK, node=True, description=[
+    node_seconds("gpu_probe_budget", 50, _SLURM_LIMIT, 15, [
         "Seconds all extra nvidia-smi probes together may take, after the device query (at most O(gpu_timeout)); they "
         "run side by side. With the defaults a node answers within 25 s, inside Slurm's 60 s HealthCheckProgram limit.",
     ]),
-    dict(name="gpu_probe_timeout_fails", check=dict(form="bool"), type="bool", default=False, roles=CHECK, description=[
+    flag("gpu_probe_timeout_fails", False, [
         "Whether a probe that timed out makes its check unknown (the node not ready). By default it is reported "
         "(the probe named, the state unknown) but not counted against the node: a slow nvidia-smi is not a fault.",
     ]),
@@ -210,10 +223,10 @@ OPTIONS = (
         "The C(CMAKE_POLICY_VERSION_MINIMUM) the build sets for CMake 4 or later, which refuses dependencies declaring "
         "C(cmake_minimum_required) below 3.5 (build profile). Empty: CMake 4 or later fails the check.",
     ]),
-    dict(name="require_numa", check=dict(form="bool"), type="bool", default=True, roles=CHECK, description=[
+    flag("require_numa", True, [
         "Whether numa.h and a linkable libnuma must be installed (build profile; mscclpp needs them).",
     ]),
-    dict(name="require_cuda_libraries", check=dict(form="bool"), type="bool", default=False, roles=CHECK, description=[
+    flag("require_cuda_libraries", False, [
         "Whether nvrtc, cuBLAS, cuBLASLt and libcuda (driver or the toolkit's link stub) must be there to link against, "
         "from the CUDA toolkit or torch's nvidia pip packages (build profile). Set it on nodes that build sgl-kernel.",
         "With O(toolchain_python) set, the build profile also checks that its torch's CUDA major matches nvcc's.",
@@ -225,7 +238,7 @@ OPTIONS = (
         "Minimum free space on O(build_path), a size in binary units like V(50GiB) or a number of bytes "
         "(build profile).",
     ]),
-    dict(name="min_free_inodes", check=dict(min=0, max=2 ** 63 - 1), type="int", default=100000, roles=CHECK, description=[
+    count("min_free_inodes", 2 ** 63 - 1, 100000, [
         "Minimum free inodes on O(build_path) (build profile).",
     ]),
     dict(name="oom_window_minutes", check=dict(min=0, max=366 * 24 * 60, unit="minutes"), type="int", default=60, roles=CHECK, description=[
@@ -253,8 +266,7 @@ OPTIONS = (
         "every subset is gathered.",
         "An expression that selects nothing fails the check as unknown, with the expression in the message.",
     ]),
-    dict(name="gpu_timeout", check=dict(above=0, max=MAX_GPU_TIMEOUT, unit="seconds", why="a hung driver needs a deadline"),
-         type="float", default=10, roles=CHECK, node=True, description=[
+    node_seconds("gpu_timeout", MAX_GPU_TIMEOUT, _HUNG_DRIVER, 10, [
         "Seconds to wait for C(nvidia-smi) before reporting the GPUs as timed out; a wedged driver makes it hang. "
         "Must be a finite number greater than 0.",
     ]),
@@ -273,7 +285,7 @@ OPTIONS = (
     dict(name="interval", check=dict(min=0, max=MAX_WAIT_SECONDS, unit="seconds"), type="float", default=5, roles=CHECK, description=[
         "Seconds between re-checks while waiting.",
     ]),
-    dict(name="full_facts", check=dict(form="bool"), type="bool", default=False, roles=CHECK, description=[
+    flag("full_facts", False, [
         "Also return, as facts, everything the node's check gathered (C(gpufleet_gpus), C(gpufleet_kernel_events), "
         "C(gpufleet_toolchain), C(gpufleet_disks), ...) and the checks and policy inside C(gpufleet_readiness). By "
         "default a node's result carries the facts the fleet reports, the Slurm and metrics publishers read "
@@ -357,8 +369,7 @@ OPTIONS = (
         "and resume a ready node this collection drained (M(gpufleet.preflight.slurm_node)). A drain by anyone else, "
         "or a node down, failing, in maintenance, rebooting or reserved, is left alone and reported.",
     ]),
-    dict(name="slurm_reason_prefix", check=dict(form="reason_prefix", by="plugins/modules/slurm_node.py"),
-         type="str", default="gpufleet:", roles=("main", "publish"), action=False, description=[
+    published("slurm_reason_prefix", "str", "gpufleet:", "reason_prefix", "plugins/modules/slurm_node.py", [
         "The first word of every drain reason this collection sets. A drain is resumed only when it is the very one "
         "recorded (reason text and slurmctld's time), never merely because its reason starts with this.",
     ]),
@@ -367,35 +378,28 @@ OPTIONS = (
         "Resume a ready node whose drain this collection set. V(false): drain only, never resume (NHC's "
         "C(MARK_OFFLINE) without marking online): a person resumes it (C(scontrol update NodeName=<node> State=RESUME)).",
     ]),
-    dict(name="slurm_node_name", check=dict(form="node_name", by="plugins/modules/slurm_node.py"),
-         type="str", default=None, roles=("main", "publish"), action=False, description=[
+    published("slurm_node_name", "str", None, "node_name", "plugins/modules/slurm_node.py", [
         "The node's name in Slurm: one node (C(gpu[1-8]), commas and C(ALL) are refused: Slurm reads them as several). "
         "Unset: the short hostname of the node (the inventory's short name with O(slurm_host)).",
     ]),
-    dict(name="slurm_host", check=dict(form="inventory_host", by="roles/preflight/tasks/publish.yml"),
-         type="str", default=None, roles=("main", "publish"), action=False, description=[
+    published("slurm_host", "str", None, "inventory_host", "roles/preflight/tasks/publish.yml", [
         "An inventory host that runs C(sinfo)/C(scontrol) for every node (for example the Slurm controller). "
         "Unset: each node runs them itself (every Slurm node has them). Unreachable nodes are never drained.",
     ]),
-    dict(name="slurm_conf", check=dict(form="path", by="plugins/modules/slurm_node.py"),
-         type="path", default=None, roles=("main", "publish"), action=False, description=[
+    published("slurm_conf", "path", None, "path", "plugins/modules/slurm_node.py", [
         "The C(slurm.conf) for C(sinfo)/C(scontrol) (C(SLURM_CONF)). Unset: their own default.",
     ]),
-    dict(name="slurm_state_dir", check=dict(form="path", by="plugins/modules/slurm_node.py"),
-         type="path", default="/var/lib/gpufleet-preflight", roles=("main", "publish"),
-         action=False, description=[
-             "Where the host that runs C(scontrol) records the drains this collection set (C(slurm-<node>.json)). "
-             "Share it with the C(gpufleet.preflight.health_check) role's C(health_check_slurm_state_dir) so either may "
-             "resume the other's drain.",
+    published("slurm_state_dir", "path", "/var/lib/gpufleet-preflight", "path", "plugins/modules/slurm_node.py", [
+        "Where the host that runs C(scontrol) records the drains this collection set (C(slurm-<node>.json)). "
+        "Share it with the C(gpufleet.preflight.health_check) role's C(health_check_slurm_state_dir) so either may "
+        "resume the other's drain.",
     ]),
-    dict(name="bundle_dir", check=dict(form="path", by="plugins/modules/log_bundle.py"),
-         type="path", default=None, roles=("main", "publish"), action=False, description=[
+    published("bundle_dir", "path", None, "path", "plugins/modules/log_bundle.py", [
         "The remediation ladder's first step: a directory on the nodes where a node that is not ready keeps a log "
         "bundle (M(gpufleet.preflight.log_bundle): verdict, facts, the kernel's lines, GPU probes; the newest 10 "
         "kept). Check mode writes nothing. Unset: no bundle.",
     ]),
-    dict(name="metrics_dir", check=dict(form="path", by="plugins/modules/textfile_metrics.py"),
-         type="path", default=None, roles=("main", "publish"), action=False, description=[
+    published("metrics_dir", "path", None, "path", "plugins/modules/textfile_metrics.py", [
         "node_exporter's textfile directory on the nodes (C(--collector.textfile.directory)): each reachable node "
         "gets C(gpufleet_preflight_playbook.prom) there (M(gpufleet.preflight.textfile_metrics)). Unset: no metrics.",
     ]),
