@@ -436,22 +436,32 @@ def check_modules():
             for name in names]
 
 
+def is_check_function(function):
+    """A check: ``check_*(facts, policy)``, any further parameter with a default (``now=time.time``: dcgm_result)."""
+    import inspect
+    if not inspect.isfunction(function) or not function.__name__.startswith("check_"):
+        return False
+    parameters = list(inspect.signature(function).parameters.values())
+    return ([parameter.name for parameter in parameters[:2]] == ["facts", "policy"]
+            and all(parameter.default is not parameter.empty for parameter in parameters[2:]))
+
+
 def test_every_check_function_is_registered():
     # a check written but not listed in _policy.CHECKS would never run: a half-done change fails here. Found by
-    # discovery (every check_*(facts, policy) of every _readiness module), never by a list of modules.
-    import inspect
+    # discovery (every check_*(facts, policy, ...) of every _readiness module), never by a list of modules.
     registered = set(entry["function"] for entry in _policy.CHECKS)
     missing, scanned = [], []
     for module in check_modules():
         for name, function in vars(module).items():
-            if (name.startswith("check_") and inspect.isfunction(function) and function.__module__ == module.__name__
-                    and list(inspect.signature(function).parameters) == ["facts", "policy"]):
+            if is_check_function(function) and function.__module__ == module.__name__:
                 scanned.append(module.__name__)
                 if function not in registered:
                     missing.append("%s.%s" % (module.__name__.rsplit(".", 1)[-1], name))
     assert not missing, "not in _policy.CHECKS (add a check(...) entry with its reads and options): %s" % ", ".join(missing)
     holding = set(function.__module__ for function in registered)
     assert holding <= set(scanned), "registered checks in modules the scan did not reach: %s" % sorted(holding - set(scanned))
+    unseen = sorted(function.__name__ for function in registered if not is_check_function(function))
+    assert not unseen, "registered checks the discovery would not find (not check_*(facts, policy, ...)): %s" % unseen
 
 
 def test_the_checks_reference_explains_every_registered_check():
