@@ -160,6 +160,18 @@ class VMs:
         shutil.rmtree(self.control_dir, ignore_errors=True)
 
 
+def on_every_node(nodes, check):
+    """``check(name, node)`` on each node, by name; every node's failed assertion collected and reported together, so
+    one broken VM does not hide what the others show."""
+    problems = []
+    for name, node in sorted(nodes.items()):
+        try:
+            check(name, node)
+        except AssertionError as exc:
+            problems.append("%s: %s" % (name, exc))
+    assert not problems, "\n".join(problems)
+
+
 def parse_minimal(output):
     """`host | STATUS => {json}` lines of the minimal callback -> {host: result}."""
     results = {}

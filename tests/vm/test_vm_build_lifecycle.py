@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import HUNGRY, HUNGRY_CMD, TIMINGS, WORK
+from conftest import HUNGRY, HUNGRY_CMD, TIMINGS, WORK, on_every_node
 
 STATUS_NAME = "gpufleet-build.status.json"  # plugins/module_utils/_constants.BUILD_STATUS_NAME
 
@@ -125,7 +125,6 @@ def test_module_killed_mid_build_takes_the_scoped_build_with_it(vms, long_builds
     the module, so a rerun is not refused and ends the abandoned status."""
     started = time.time()
     background, running, args = long_builds["killed"]
-    problems = []
     for name, node in sorted(vms.nodes.items()):
         status = running[name]
         assert status["confinement"] == "systemd", status["confinement"]  # the strategy, by name
@@ -133,16 +132,15 @@ def test_module_killed_mid_build_takes_the_scoped_build_with_it(vms, long_builds
         assert marked_pids(node, status["build_marker"]), "%s: no process carries %s" % (name, status["build_marker"])
         node.out("kill -KILL %d" % status["module_pid"])
     results = background.join()
-    for name, node in sorted(vms.nodes.items()):
+
+    def check(name, node):
         status = running[name]
-        try:
-            assert results[name]["_status"] == "FAILED", results[name]
-            left = wait_gone(node, "killed", status["build_marker"])
-            assert not left, "left behind after the module's SIGKILL: %s" % left
-            assert not marked_hogs(node, status["build_marker"]), "a compile step outlived the module"
-        except AssertionError as exc:
-            problems.append("%s: %s" % (name, exc))
-    assert not problems, "\n".join(problems)
+        assert results[name]["_status"] == "FAILED", results[name]
+        left = wait_gone(node, "killed", status["build_marker"])
+        assert not left, "left behind after the module's SIGKILL: %s" % left
+        assert not marked_hogs(node, status["build_marker"]), "a compile step outlived the module"
+
+    on_every_node(vms.nodes, check)
 
     # the rerun (a short build in the same build directory) is not refused by a lock, and ends the stale status
     rerun = vms.adhoc("all", "gpufleet.preflight.guarded_build",
@@ -164,22 +162,20 @@ def test_state_stopped_ends_a_scoped_build(vms, long_builds):
     stop = vms.adhoc("all", "gpufleet.preflight.guarded_build",
                      {"chdir": args["chdir"], "state": "stopped", "stop_timeout": 60})
     results = background.join()
-    problems = []
-    for name, node in sorted(vms.nodes.items()):
+
+    def check(name, node):
         status = running[name]
-        try:
-            assert stop[name]["_status"] == "CHANGED", stop[name]
-            assert stop[name]["run_id"] == status["run_id"] and stop[name]["module_pid"] == status["module_pid"]
-            assert results[name]["_status"] == "FAILED", results[name]
-            assert results[name].get("stopped") is True and "stopped" in results[name]["msg"], results[name]
-            final = read_status(node, args["chdir"])
-            assert final["state"] == "stopped" and final["run_id"] == status["run_id"], final
-            left = wait_gone(node, "stopme", status["build_marker"], seconds=30)
-            assert not left, "left behind after state: stopped: %s" % left
-            assert not marked_hogs(node, status["build_marker"]), "a compile step outlived the stop"
-        except AssertionError as exc:
-            problems.append("%s: %s" % (name, exc))
-    assert not problems, "\n".join(problems)
+        assert stop[name]["_status"] == "CHANGED", stop[name]
+        assert stop[name]["run_id"] == status["run_id"] and stop[name]["module_pid"] == status["module_pid"]
+        assert results[name]["_status"] == "FAILED", results[name]
+        assert results[name].get("stopped") is True and "stopped" in results[name]["msg"], results[name]
+        final = read_status(node, args["chdir"])
+        assert final["state"] == "stopped" and final["run_id"] == status["run_id"], final
+        left = wait_gone(node, "stopme", status["build_marker"], seconds=30)
+        assert not left, "left behind after state: stopped: %s" % left
+        assert not marked_hogs(node, status["build_marker"]), "a compile step outlived the stop"
+
+    on_every_node(vms.nodes, check)
     again = vms.adhoc("all", "gpufleet.preflight.guarded_build",
                       {"chdir": args["chdir"], "state": "stopped", "stop_timeout": 60})
     for name in sorted(vms.nodes):

@@ -9,7 +9,7 @@ __metaclass__ = type
 
 import re
 
-from conftest import HUNGRY, HUNGRY_CMD, TIMINGS, WORK
+from conftest import HUNGRY, HUNGRY_CMD, TIMINGS, WORK, on_every_node
 
 MIB = 1 << 20
 STEPS = 12
@@ -55,54 +55,52 @@ def test_default_confinement_backs_off_inside_a_systemd_scope(vms):
     args = {"cmd": HUNGRY_CMD.format(mib=150, seconds=2, steps=STEPS, ramp=0), "chdir": WORK + "/hungry", "name": "vmoom",
             "jobs": 8, "memory_limit": "400MiB", "memory_per_thread": "150MiB"}
     results = vms.adhoc("all", "gpufleet.preflight.guarded_build", args, timeout=1500)
-    problems = []
-    for name, node in sorted(vms.nodes.items()):
+
+    def check(name, node):
         result = results[name]
-        try:
-            assert result["_status"] == "CHANGED", result.get("msg") or result
-            TIMINGS["%s_guarded_build_seconds" % name] = result["_seconds"]
-            attempts = result["attempts"]
-            print("%s: attempts %s, peak %s, confinement %s" % (
-                name, [(a["jobs"], a["kind"]) for a in attempts], result.get("peak_memory_human"),
-                result["confinement"]))
-            assert result["confinement"]["requested"] == "auto", result["confinement"]
-            assert result["confinement"]["strategy"] == "systemd", result["confinement"]
-            assert [a["strategy"] for a in attempts] == ["systemd"] * len(attempts), attempts
-            assert len(attempts) >= 2, attempts
-            assert attempts[0]["jobs"] == 8 and attempts[0]["oom"] and attempts[0]["oom_kills"] > 0, attempts[0]
-            assert [a["jobs"] for a in attempts] == [8 >> n for n in range(len(attempts))], attempts
-            assert attempts[-1]["rc"] == 0 and not attempts[-1]["oom"], attempts[-1]
-            assert result["final_jobs"] <= 2, result["final_jobs"]
-            assert result["memory_limit_bytes"] == 400 * MIB
-            # memory.peak may pass memory.max by a few pages: charges the kernel cannot fail (seen: +4 KiB on 6.1)
-            assert result["peak_memory_bytes"] <= 400 * MIB + 256 * 1024, result["peak_memory_bytes"]
-            assert node.out("ls %s/hungry/build | grep -c '^unit_.*\\.o$'" % WORK).strip() == str(STEPS)
+        assert result["_status"] == "CHANGED", result.get("msg") or result
+        TIMINGS["%s_guarded_build_seconds" % name] = result["_seconds"]
+        attempts = result["attempts"]
+        print("%s: attempts %s, peak %s, confinement %s" % (
+            name, [(a["jobs"], a["kind"]) for a in attempts], result.get("peak_memory_human"),
+            result["confinement"]))
+        assert result["confinement"]["requested"] == "auto", result["confinement"]
+        assert result["confinement"]["strategy"] == "systemd", result["confinement"]
+        assert [a["strategy"] for a in attempts] == ["systemd"] * len(attempts), attempts
+        assert len(attempts) >= 2, attempts
+        assert attempts[0]["jobs"] == 8 and attempts[0]["oom"] and attempts[0]["oom_kills"] > 0, attempts[0]
+        assert [a["jobs"] for a in attempts] == [8 >> n for n in range(len(attempts))], attempts
+        assert attempts[-1]["rc"] == 0 and not attempts[-1]["oom"], attempts[-1]
+        assert result["final_jobs"] <= 2, result["final_jobs"]
+        assert result["memory_limit_bytes"] == 400 * MIB
+        # memory.peak may pass memory.max by a few pages: charges the kernel cannot fail (seen: +4 KiB on 6.1)
+        assert result["peak_memory_bytes"] <= 400 * MIB + 256 * 1024, result["peak_memory_bytes"]
+        assert node.out("ls %s/hungry/build | grep -c '^unit_.*\\.o$'" % WORK).strip() == str(STEPS)
 
-            # the kernel's word: every OOM kill since the marker is a compile step (hog) inside one of the
-            # build's own scopes under system.slice; no global OOM, nothing else killed
-            kernel = oom_lines(node.kernel_lines_since(before[name]["marker"]))
-            assert kernel, "no OOM kill in the kernel log"
-            # <base>-p<module pid>-s<its start time>-<attempt>-<epoch>.scope (_confinement.owned_name + the attempt)
-            scope_re = re.compile(r"oom_memcg=/system\.slice/gpufleet-build-vmoom-[0-9a-f]{8}-p\d+-s\d+-\d+-\d+\.scope,")
-            for line in kernel:
-                assert "Out of memory:" not in line or "Memory cgroup out of memory" in line, line
-                if "oom-kill:" in line:
-                    assert scope_re.search(line) and "task=hog," in line, line
-                    assert "task_memcg=/system.slice/gpufleet-build-vmoom-" in line, line
-                if "Killed process" in line:
-                    assert "Memory cgroup out of memory: Killed process" in line and "(hog)" in line, line
-            reported = [line for a in attempts for line in a["kernel_oom_lines"]]
-            assert reported, "the module reports the kernel's OOM lines"
+        # the kernel's word: every OOM kill since the marker is a compile step (hog) inside one of the
+        # build's own scopes under system.slice; no global OOM, nothing else killed
+        kernel = oom_lines(node.kernel_lines_since(before[name]["marker"]))
+        assert kernel, "no OOM kill in the kernel log"
+        # <base>-p<module pid>-s<its start time>-<attempt>-<epoch>.scope (_confinement.owned_name + the attempt)
+        scope_re = re.compile(r"oom_memcg=/system\.slice/gpufleet-build-vmoom-[0-9a-f]{8}-p\d+-s\d+-\d+-\d+\.scope,")
+        for line in kernel:
+            assert "Out of memory:" not in line or "Memory cgroup out of memory" in line, line
+            if "oom-kill:" in line:
+                assert scope_re.search(line) and "task=hog," in line, line
+                assert "task_memcg=/system.slice/gpufleet-build-vmoom-" in line, line
+            if "Killed process" in line:
+                assert "Memory cgroup out of memory: Killed process" in line and "(hog)" in line, line
+        reported = [line for a in attempts for line in a["kernel_oom_lines"]]
+        assert reported, "the module reports the kernel's OOM lines"
 
-            # the node lives on: same boot, same sshd, and the scopes are gone
-            assert node.out("cat /proc/sys/kernel/random/boot_id").strip() == before[name]["boot_id"]
-            assert node.out("systemctl show -p MainPID --value ssh.service").strip() == before[name]["sshd"]
-            assert node.out("systemctl is-active ssh.service").strip() == "active"
-            assert scope_units(node) == [], "scopes left behind"
-            assert node.run("ls -d /sys/fs/cgroup/system.slice/gpufleet-build-*").returncode != 0, "cgroups left behind"
-        except AssertionError as exc:
-            problems.append("%s: %s" % (name, exc))
-    assert not problems, "\n".join(problems)
+        # the node lives on: same boot, same sshd, and the scopes are gone
+        assert node.out("cat /proc/sys/kernel/random/boot_id").strip() == before[name]["boot_id"]
+        assert node.out("systemctl show -p MainPID --value ssh.service").strip() == before[name]["sshd"]
+        assert node.out("systemctl is-active ssh.service").strip() == "active"
+        assert scope_units(node) == [], "scopes left behind"
+        assert node.run("ls -d /sys/fs/cgroup/system.slice/gpufleet-build-*").returncode != 0, "cgroups left behind"
+
+    on_every_node(vms.nodes, check)
 
     again = vms.adhoc("all", "gpufleet.preflight.guarded_build", args)
     for name in sorted(vms.nodes):
@@ -150,18 +148,16 @@ def test_memory_facts_in_a_cgroup_namespace_root(vms):
     try:
         results = vms.adhoc("all", "gpufleet.preflight.node_facts", {"gather_subset": ["memory"]},
                             extra_vars={"ansible_python_interpreter": "/usr/local/sbin/python3-in-cgns"})
-        problems = []
-        for name in sorted(vms.nodes):
-            try:
-                assert results[name]["_status"] == "SUCCESS", results[name]
-                memory = results[name]["ansible_facts"]["gpufleet_memory"]
-                assert memory["cgroup"]["version"] == 2 and memory["cgroup"]["path"] == "/", memory["cgroup"]
-                assert memory["cgroup"]["dir"] == "/sys/fs/cgroup", memory["cgroup"]
-                assert memory["cgroup"]["limit_bytes"] == 600 * MIB, (memory["cgroup"], memory["errors"])
-                assert memory["effective"]["limited_by"] == "cgroup", memory["effective"]
-            except AssertionError as exc:
-                problems.append("%s: %s" % (name, exc))
-        assert not problems, "\n".join(problems)
+
+        def check(name, _node):
+            assert results[name]["_status"] == "SUCCESS", results[name]
+            memory = results[name]["ansible_facts"]["gpufleet_memory"]
+            assert memory["cgroup"]["version"] == 2 and memory["cgroup"]["path"] == "/", memory["cgroup"]
+            assert memory["cgroup"]["dir"] == "/sys/fs/cgroup", memory["cgroup"]
+            assert memory["cgroup"]["limit_bytes"] == 600 * MIB, (memory["cgroup"], memory["errors"])
+            assert memory["effective"]["limited_by"] == "cgroup", memory["effective"]
+
+        on_every_node(vms.nodes, check)
     finally:
         for node in vms.nodes.values():
             _cgns_teardown(node)
@@ -185,32 +181,30 @@ def test_auto_in_a_cgroup_namespace_root_moves_nothing_and_uses_the_watchdog(vms
                 "jobs": 8, "memory_limit": "400MiB", "memory_per_thread": "150MiB", "reserve": "100MiB"}
         results = vms.adhoc("all", "gpufleet.preflight.guarded_build", args, timeout=1500,
                             extra_vars={"ansible_python_interpreter": "/usr/local/sbin/python3-in-cgns"})
-        problems = []
-        for name, node in sorted(vms.nodes.items()):
+
+        def check(name, node):
             result = results[name]
-            try:
-                print("%s: %s attempts %s confinement %s" % (name, result["_status"], [
-                    (a["jobs"], a["kind"], a.get("watchdog")) for a in result.get("attempts", [])],
-                    result.get("confinement")))
-                bystander = node.out("cat /run/gpufleet-cgns-bystander.pid").strip()
-                # nothing moved: the bystander is where it was, the namespace root delegates nothing, no child cgroup
-                assert node.out("cat /proc/%s/cgroup" % bystander).strip() == "0::/gpufleet-cgns"
-                assert node.out("cat %s/cgroup.subtree_control" % CGNS).strip() == ""
-                assert node.out("find %s -mindepth 1 -type d" % CGNS).strip() == ""
-                assert result["_status"] == "CHANGED", result.get("msg") or result
-                confinement = result["confinement"]
-                assert confinement["requested"] == "auto" and confinement["strategy"] == "watchdog", confinement
-                assert "systemd" in confinement["skipped"] and "cgroupfs" in confinement["skipped"], confinement
-                attempts = result["attempts"]
-                assert len(attempts) >= 2 and attempts[0]["jobs"] == 8 and attempts[0]["oom"], attempts
-                assert attempts[-1]["rc"] == 0, attempts[-1]
-                # the watchdog acted before the kernel: no OOM kill in the container, none in the kernel log
-                events = node.out("cat %s/memory.events" % CGNS)
-                assert re.search(r"^oom_kill 0$", events, re.M), events
-                assert oom_lines(node.kernel_lines_since(markers[name])) == []
-            except AssertionError as exc:
-                problems.append("%s: %s" % (name, exc))
-        assert not problems, "\n".join(problems)
+            print("%s: %s attempts %s confinement %s" % (name, result["_status"], [
+                (a["jobs"], a["kind"], a.get("watchdog")) for a in result.get("attempts", [])],
+                result.get("confinement")))
+            bystander = node.out("cat /run/gpufleet-cgns-bystander.pid").strip()
+            # nothing moved: the bystander is where it was, the namespace root delegates nothing, no child cgroup
+            assert node.out("cat /proc/%s/cgroup" % bystander).strip() == "0::/gpufleet-cgns"
+            assert node.out("cat %s/cgroup.subtree_control" % CGNS).strip() == ""
+            assert node.out("find %s -mindepth 1 -type d" % CGNS).strip() == ""
+            assert result["_status"] == "CHANGED", result.get("msg") or result
+            confinement = result["confinement"]
+            assert confinement["requested"] == "auto" and confinement["strategy"] == "watchdog", confinement
+            assert "systemd" in confinement["skipped"] and "cgroupfs" in confinement["skipped"], confinement
+            attempts = result["attempts"]
+            assert len(attempts) >= 2 and attempts[0]["jobs"] == 8 and attempts[0]["oom"], attempts
+            assert attempts[-1]["rc"] == 0, attempts[-1]
+            # the watchdog acted before the kernel: no OOM kill in the container, none in the kernel log
+            events = node.out("cat %s/memory.events" % CGNS)
+            assert re.search(r"^oom_kill 0$", events, re.M), events
+            assert oom_lines(node.kernel_lines_since(markers[name])) == []
+
+        on_every_node(vms.nodes, check)
     finally:
         for node in vms.nodes.values():
             _cgns_teardown(node)
