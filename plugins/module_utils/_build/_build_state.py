@@ -343,6 +343,18 @@ def stale_status(status, alive):
     return None
 
 
+def live_other_status(status, alive, own_pid, build_dir, status_path):
+    """A status still saying ``running`` whose module is another that still runs: a live owner the lock does not
+    show (its module keyed the lock by the path, before an upgrade, or took it in another user's registry). The
+    refusal names it; None when there is none."""
+    if isinstance(status, dict) and status.get("state") in ACTIVE_STATES and status.get("module_pid") != own_pid \
+            and alive(status.get("module_pid"), status.get("module_start_time")):
+        return "another build holds %s: module pid %s (run %s) is %s there by its status %s and still runs: two " \
+               "builds never run in one build directory at once; wait for it, or stop it (state: stopped)" % (
+                   build_dir, status.get("module_pid"), status.get("run_id"), status.get("state"), status_path)
+    return None
+
+
 # ---------------------------------------------------------------- I/O: the fingerprint
 
 def _file_digest(path):

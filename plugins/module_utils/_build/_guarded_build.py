@@ -317,17 +317,12 @@ class GuardedBuild(object):
                 "status_path": self.status_path, "name": self.name})
         except state.StateError as exc:
             raise BuildError(str(exc), exc.details)
-        # a live owner this lock does not show (its module keyed the lock by the path, before an upgrade, or took it
-        # in another user's registry) still names itself in the status: refused too, never built beside
+        # a live owner this lock does not show still names itself in the status: refused too, never built beside
         previous, dummy = state.read_json_object(self.status_path, "status file")
-        if isinstance(previous, dict) and previous.get("state") in state.ACTIVE_STATES \
-                and previous.get("module_pid") != os.getpid() \
-                and owner_alive(previous.get("module_pid"), previous.get("module_start_time")):
+        refusal = state.live_other_status(previous, owner_alive, os.getpid(), self.build_dir, self.status_path)
+        if refusal:
             self.lock.release()
-            raise BuildError("another build holds %s: module pid %s (run %s) is %s there by its status %s and still "
-                             "runs: two builds never run in one build directory at once; wait for it, or stop it "
-                             "(state: stopped)" % (self.build_dir, previous.get("module_pid"), previous.get("run_id"),
-                                                   previous.get("state"), self.status_path))
+            raise BuildError(refusal)
 
     def _start_status(self):
         """First thing under the lock, before anything slow: the status names this run, so a watcher never reads

@@ -225,6 +225,23 @@ def test_stale_status_needs_a_dead_owner():
     assert state.stale_status(None, lambda pid, start: False) is None
 
 
+@pytest.mark.parametrize("status, alive, refused", [
+    ({"state": "running", "module_pid": 42, "module_start_time": 7, "run_id": "r"}, True, True),
+    ({"state": "oom-backoff", "module_pid": 42, "module_start_time": 7, "run_id": "r"}, True, True),
+    ({"state": "running", "module_pid": 42, "module_start_time": 7, "run_id": "r"}, False, False),   # dead: stale
+    ({"state": "running", "module_pid": 1000, "module_start_time": 7, "run_id": "r"}, True, False),  # our own pid
+    ({"state": "succeeded", "module_pid": 42, "module_start_time": 7, "run_id": "r"}, True, False),
+    (None, True, False),
+])
+def test_a_live_other_build_named_in_the_status_is_refused(status, alive, refused):
+    text = state.live_other_status(status, lambda pid, start: alive, 1000, "/b", "/b/status.json")
+    if refused:
+        assert text.startswith("another build holds /b: module pid 42 (run r) is %s there by its status "
+                               "/b/status.json and still runs" % status["state"]), text
+    else:
+        assert text is None
+
+
 @pytest.mark.parametrize("text", ["[1]", '"x"', "42", "null"])
 def test_state_files_of_the_wrong_shape_are_absent_by_name(tmp_path, text):
     """Finding 7: valid JSON that is not an object read as a stamp gave an AttributeError."""
