@@ -75,7 +75,11 @@ def test_torch_extension_builds_under_admission_through_guarded_build_alone(tmp_
     assert not result["failed"], result["_output"][-3000:]
     assert sum(attempt.get("oom_kills") or 0 for attempt in result["attempts"]) == 0, result["attempts"]
     with open(os.path.join(guarded, "gpufleet-admission", "ledger.log")) as handle:
-        starts = [row for row in map(json.loads, handle) if row["event"] == "start"]
+        events = [json.loads(line) for line in handle]
+    starts = [row for row in events if row["event"] == "start"]
+    # setup.py's torch sits inside the 400 MiB reserved for it: charged a second time as overhead, the freeze evicted a
+    # compile that fitted (the 2026-12-05 CI run) - nothing here needs evicting
+    assert not [row for row in events if row["event"] == "evict"], events
     compiled = sorted(row["source"] for row in starts)
     assert compiled == sorted("csrc/" + name for name in os.listdir(os.path.join(PROJECT, "csrc"))), starts
     assert all(row["learned"] for row in starts), starts

@@ -111,8 +111,10 @@ def live_budget(config, ledger, group):
                         if e.get("group") == group and e.get("state") == "running") if used is not None else 0
     launchers = sum(e.get("self_bytes") or 0 for e in ledger.values())
     own = sum(e.get("self_bytes") or 0 for e in ledger.values() if e.get("group") == group)
-    # admission counts every build's launchers (the node's memory is shared), the freeze this build's own overhead
-    return room, max(launchers, beyond), max(own, beyond)
+    # admission counts every build's launchers (the node's memory is shared), the freeze this build's own overhead;
+    # the reserve already keeps room for what runs beside the compiles, so each counts only what outgrows it
+    reserve = settings_rule.base_bytes(config, limit, available, held) - room
+    return room, settings_rule.beyond_reserve(max(launchers, beyond), reserve), settings_rule.beyond_reserve(max(own, beyond), reserve)
 
 
 def relieve(config, ledger, room, overhead, group):

@@ -168,8 +168,10 @@ def pick_next(waiting, running, budget, cpus, margin=1.0, now=None, overhead=0):
     (_admission_pressure) stops its growth before the budget. A learned one whose peak is over its build's ceiling
     waits, whatever runs (it would start into the OOM killer: issue 35 item 2). When the longest waiting one does not
     fit beside what runs, nothing else starts unless it is expected to end before enough of the running ones end for
-    the longest to fit (no starvation: item 3). One with ``options`` comes back as a copy with the ``threads`` and
-    ``bytes`` it starts with (``threads_for``)."""
+    the longest to fit (no starvation: item 3), or - while the CPUs bind (``order_for``) - it fits beside the longest
+    and what is expected to run still when the longest starts (EASY backfill's extra room). While the memory binds a
+    compile that needs a large share of it ranks as longer (``order_for``). One with ``options`` comes back as a copy
+    with the ``threads`` and ``bytes`` it starts with (``threads_for``)."""
     now = max([e["since"] for e in waiting] + [0]) if now is None else now
 
     def room(e):
@@ -182,13 +184,16 @@ def pick_next(waiting, running, budget, cpus, margin=1.0, now=None, overhead=0):
     waiting = [e if e.get("learned") else dict(e, bytes=claim(e, room(e), e.get("cpus", cpus))) for e in waiting
                if runnable_alone(e, budget, margin)]
     fitting = [e for e in waiting if not running or fits(e, list(running))]
-    head = max(waiting, key=start_order) if waiting else None
+    order = order_for(waiting, room, cpus)
+    head = max(waiting, key=order) if waiting else None
     if head is not None and head not in fitting and load(list(running) + [head], margin) > room(head):
         shadow = drained_by(head, running, room(head), margin)
-        fitting = [e for e in fitting if e.get("seconds") and now + e["seconds"] <= shadow < float("inf")]
+        left = still_running(running, shadow) if order is start_order and shadow < float("inf") else None
+        fitting = [e for e in fitting if (e.get("seconds") and now + e["seconds"] <= shadow < float("inf"))
+                   or (left is not None and load(left + [head, e], margin) <= room(head))]
     if not fitting:
         return None
-    pick = max(fitting, key=start_order)
+    pick = max(fitting, key=order)
     if len(pick.get("options") or ()) < 2:
         return pick
     # what would start beside it at one thread each (longest first) keeps its CPUs and memory: the rest is its to use
@@ -250,10 +255,33 @@ def drained_by(head, running, room, margin):
     return float("inf")
 
 
-def start_order(entry):
+def still_running(running, when):
+    """The running compiles expected to run still at ``when`` (a learned end after it, or unlearned)."""
+    return [r for r in running if not (r.get("learned") and r.get("seconds") and r.get("started") is not None
+                                       and r["started"] + r["seconds"] <= when)]
+
+
+def start_order(entry, room=None):
     """An evicted compile first (``first``: it already ran and was stopped for another), then the longest expected,
-    then first come."""
-    return (bool(entry.get("first")), entry.get("seconds") or 0, -entry["since"])
+    then first come. With ``room`` (the memory binds: ``order_for``) the expected seconds count x (1 + ROCK_WEIGHT x
+    the share of the room the compile needs)."""
+    seconds = (entry.get("seconds") or 0) * (1 + ROCK_WEIGHT * entry["bytes"] / float(room) if room else 1)
+    return (bool(entry.get("first")), seconds, -entry["since"])
+
+
+ROCK_WEIGHT = 2
+
+
+def order_for(waiting, room, cpus):
+    """The order ``pick_next`` starts by: ``start_order``, but while the memory binds - the waiting compiles' learned
+    seconds x bytes over the room exceed their seconds x threads over the CPUs - a compile that needs a large share of
+    the memory ranks as longer than it is (issue 35, seeded builds: a 14 GiB source seeded at half its time ranked
+    below 40 small ones and started last, when nothing was left to pack beside it, and ended the build)."""
+    area = sum((e.get("seconds") or 0) * e["bytes"] / float(max(room(e), 1)) for e in waiting)
+    work = sum((e.get("seconds") or 0) * (e.get("threads") or 1) / float(max(e.get("cpus", cpus), 1)) for e in waiting)
+    if area <= work:
+        return start_order
+    return lambda e: start_order(e, max(room(e), 1))
 
 
 def thread_options(peaks, key, top, archs, per_thread_default, margin):

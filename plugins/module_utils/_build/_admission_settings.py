@@ -96,6 +96,13 @@ def budget(config, limit=None, available=None, held=0):
     return max(base - int(auto_reserve(base) if reserve is None else reserve), 1)
 
 
+def beyond_reserve(overhead, reserve):
+    """What the build holds beside its compiles (ninja, the launchers, a setup.py holding torch) that the reserve
+    does not already keep room for: charged twice - the reserve and then the measured overhead - a 1,000 MiB cgroup
+    with 400 MiB reserved for setup.py froze and evicted a compile that fitted (docs/benchmarks.md)."""
+    return max(int(overhead) - max(int(reserve), 0), 0)
+
+
 def ceiling(config, limit=None, available=None, held=0):
     """What one compile running alone may hold: ``base_bytes`` less what ninja and CMake need beside it (never less
     than the budget). A source is too big for a node only above this (a resumed build in a cgroup just big enough)."""

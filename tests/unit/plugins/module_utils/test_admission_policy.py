@@ -387,3 +387,42 @@ def test_the_fleet_merge_keeps_the_median_time_of_the_nodes_that_finished():
     assert merged["peak_bytes"] == 310 * MIB and merged["seconds"] == 100.0
     assert policy.merge_fleet_peaks(*nodes[:2])["s.cu"]["seconds"] == 130.0
     assert policy.merge_fleet_peaks(nodes[0])["s.cu"] == nodes[0]["s.cu"]       # one node: its entry as it is
+
+
+@pytest.mark.parametrize("waiting, cpus, bound_by_memory, picked", [
+    # the CPUs bind (learned seconds x bytes / budget <= seconds x threads / CPUs): the longest first
+    ([job("big", 14, 100), job("small", 1, 150)], 2, False, "small"),
+    # the memory binds: a compile that needs a large share of it ranks as longer, 100 x (1 + 2 x 14 / 16) = 275 s
+    # against 150 x (1 + 2 / 16) = 169 s (issue 35, seeded builds: a 14 GiB source seeded short started last)
+    ([job("big", 14, 100), job("small", 1, 150)], 8, True, "big"),
+    # ... but not one that is far shorter: 40 x 2.75 = 110 s against 169 s
+    ([job("big", 14, 40), job("small", 1, 150)], 8, True, "small"),
+    # unknown times weigh nothing: first come
+    ([job("x", 14, learned=False, since=2), job("y", 1, learned=False, since=1)], 8, False, "y"),
+])
+def test_big_rocks_first_while_the_memory_binds(waiting, cpus, bound_by_memory, picked):
+    order = policy.order_for(waiting, lambda e: 16 * GIB, cpus)
+    assert (order is not policy.start_order) == bound_by_memory
+    assert policy.pick_next(waiting, [], 16 * GIB, cpus)["pid"] == picked
+
+
+@pytest.mark.parametrize("light_gib, light_seconds, cpus, picked", [
+    # the CPUs bind: heavy (30 GiB) fits at 100 s, when r1 ends; light runs past that but fits beside heavy and r2
+    (2, 600, 3, "light"),
+    # it fits now but not beside heavy and r2 (30 + 30 + 8 > 64 GiB): the machine drains for heavy
+    (8, 600, 3, None),
+    # the memory binds (8 CPUs): no extra room, only what ends before heavy fits may start
+    (2, 600, 8, None),
+    (2, 50, 8, "light"),
+])
+def test_backfill_into_the_room_left_beside_the_longest_while_the_cpus_bind(light_gib, light_seconds, cpus, picked):
+    """EASY backfill's extra room: r2 (30 GiB) still runs when heavy starts, so 4 GiB is left beside them."""
+    running = [dict(job("r1", 10, 100), started=0), dict(job("r2", 30, 1000), started=0)]
+    waiting = [job("heavy", 30, 700), job("light", light_gib, light_seconds)]
+    choice = policy.pick_next(waiting, running, 64 * GIB, cpus, now=0)
+    assert (choice and choice["pid"]) == picked
+
+
+def test_still_running():
+    running = [dict(job("a", 1, 100), started=0), dict(job("b", 1, 100), started=50), job("c", 1, learned=False)]
+    assert [r["pid"] for r in policy.still_running(running, 100)] == ["b", "c"]

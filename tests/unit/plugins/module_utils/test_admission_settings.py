@@ -22,6 +22,21 @@ def test_budget_smaller_of_config_and_cgroup_less_reserve():
     assert rule.budget({"budget_bytes": None, "reserve_bytes": 0}, None, 20 * GIB) == 20 * GIB
 
 
+MIB = 1024 ** 2
+
+
+@pytest.mark.parametrize("overhead, reserve, charged", [
+    (215 * MIB, 400 * MIB, 0),                  # setup.py holding torch, inside the 400 MiB kept for it
+    (1600 * MIB, 512 * MIB, 1088 * MIB),        # 76 waiting launchers outgrow the default reserve: the rest counts
+    (512 * MIB, 512 * MIB, 0),
+    (100 * MIB, 0, 100 * MIB),                  # no reserve: all of it counts
+    (0, 512 * MIB, 0),
+    (100 * MIB, -5, 100 * MIB),                 # a budget floored at 1 byte leaves no reserve to spend
+])
+def test_only_the_overhead_beyond_the_reserve_is_charged(overhead, reserve, charged):
+    assert rule.beyond_reserve(overhead, reserve) == charged
+
+
 SIZE_TABLE = ["16GiB", "512M", "512MiB", "512Mi", "1.5GiB", "100", 100, 0, "0", 3.0, "64gib", "64Gib", "64G", "2K",
               "1.7B", "1E", " 64GiB ", "7T", "0.3K", "64g", "64b", "64KiB", "1.5b", "64B",
               # refused by both
