@@ -171,6 +171,7 @@ def schedule(config, ledger, cpus, group):
             return
         entry = ledger[pick["pid"]]
         entry.update(threads=pick.get("threads") or 1, bytes=pick["bytes"], state="running", started=time.time())
+        node.ring(config["state_dir"], pick["pid"])   # it reads the ledger once this lock is released
         log_event(config, event="start", pid=int(pick["pid"]), source=entry.get("source"), bytes=entry["bytes"], options=entry.get("options"),
                   seconds=entry.get("seconds"), threads=entry.get("threads") or 1, learned=bool(entry.get("learned")),
                   running=len(running) + 1, running_threads=sum(e.get("threads") or 1 for e in running) +
@@ -198,6 +199,15 @@ def wait_for_room(config, mine, pid, log, stopped=lambda: None):
     """Queue ``mine`` in the ledger and wait until the decision starts it; its entry then. A waiting compile
     only stats the ledger between decisions (a change of inode: something started, grew or ended); a signal only
     sets a flag, checked here outside the lock, so nothing ever waits on a lock it holds."""
+    bell = node.open_doorbell(config["state_dir"], pid)
+    try:
+        return _wait(config, mine, pid, log, stopped, bell)
+    finally:
+        node.close_doorbell(config["state_dir"], pid, bell)
+
+
+def _wait(config, mine, pid, log, stopped, bell):
+    """``wait_for_room``'s loop, asleep on this launcher's doorbell between looks."""
     ledger_path, lock_path = _files(config)[:2]
     poll, seen, decided, said, too_big_since = float(config["poll_seconds"]), None, 0.0, None, None
     settle = float(config["settle_seconds"])
@@ -225,7 +235,8 @@ def wait_for_room(config, mine, pid, log, stopped=lambda: None):
             log("gpufleet-admit: %s waits for %.1f GiB of the %.1f GiB budget" % (
                 mine["source"], mine["bytes"] / 1024.0 ** 3, entry.get("budget", mine["budget"]) / 1024.0 ** 3))
             said = "room"
-        time.sleep(poll)
+        if node.sleep_on(bell, poll):
+            seen = None   # rung: decided for it - look under the lock, which the ringer holds until the ledger is saved
 
 
 def update(config, mine, change):

@@ -144,3 +144,44 @@ def test_working_set_of_a_fixture_cgroup(tmp_path):
     (folder / "memory.stat").write_text("cache 10\ntotal_inactive_file %d\n" % GIB)
     assert admission_node.working_set(str(own), str(tmp_path)) == 4 * GIB
     assert admission_node.working_set(str(tmp_path / "none"), str(tmp_path)) is None
+
+
+def test_a_doorbell_wakes_its_waiting_launcher_at_once_and_is_gone_after(tmp_path):
+    state = str(tmp_path)
+    bell = admission_node.open_doorbell(state, 4242)
+    assert bell is not None
+    started = time.time()
+    assert admission_node.sleep_on(bell, 0.05) is False          # nobody rang: the whole poll
+    assert time.time() - started >= 0.05
+    ringer = subprocess.Popen([sys.executable, "-c", "import sys, time; sys.path[:0] = %r; time.sleep(0.2)\n"
+                               "from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _admission_node as n\n"
+                               "assert n.ring(%r, 4242)" % (sys.path, state)])
+    started = time.time()
+    assert admission_node.sleep_on(bell, 30) is True             # rung by another process: long before the poll
+    assert time.time() - started < 10
+    assert ringer.wait() == 0
+    assert admission_node.ring(state, 4242) and admission_node.ring(state, 4242)
+    assert admission_node.sleep_on(bell, 0.01) is True
+    assert admission_node.sleep_on(bell, 0.01) is False          # both rings read at once: no second wake-up
+    admission_node.close_doorbell(state, 4242, bell)
+    assert not os.path.exists(admission_node.doorbell_path(state, 4242))
+    assert admission_node.ring(state, 4242) is False             # nobody waits there any more
+
+
+def test_a_ring_never_writes_through_a_planted_file_or_link(tmp_path):
+    state = str(tmp_path)
+    os.mkdir(os.path.join(state, "wake"))
+    victim = tmp_path / "victim"
+    victim.write_text("keep")
+    os.symlink(str(victim), admission_node.doorbell_path(state, 7))
+    (tmp_path / "wake" / "8").write_text("planted")
+    assert admission_node.ring(state, 7) is False
+    assert admission_node.ring(state, 8) is False
+    assert admission_node.ring(state, "../victim") is False
+    assert victim.read_text() == "keep" and (tmp_path / "wake" / "8").read_text() == "planted"
+    # a doorbell opened over a planted one replaces it; without a place for FIFOs a launcher polls as before
+    bell = admission_node.open_doorbell(state, 8)
+    assert bell is not None and admission_node.ring(state, 8)
+    admission_node.close_doorbell(state, 8, bell)
+    assert admission_node.open_doorbell(str(victim), 9) is None
+    assert admission_node.sleep_on(None, 0.01) is False
