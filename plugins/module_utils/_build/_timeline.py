@@ -309,6 +309,9 @@ def rate_eta(done, total, since):
     return round((total - done) * seconds / (done - first_done), 1)
 
 
+SMOOTHED_FLOOR = 0.25
+
+
 class EtaSmoother(object):
     """The ETA shown: the finish time moves towards each new estimate with a time constant of ``tau`` seconds, so a
     new attempt (a back-off restarts the rate; the field rerun's ETA went from 38 m to 3 h 17 m in three minutes) or
@@ -328,6 +331,9 @@ class EtaSmoother(object):
                 self.finish = target
             else:
                 self.finish += (1.0 - math.exp(-max(0.0, now - self.at) / self.tau)) * (target - self.finish)
+            # never under a share of the newest estimate: a first guess made of quick C++ steps put the finish
+            # 15 s ahead, the clock passed it and the field run showed 0 s with 96 of 155 steps left
+            self.finish = max(self.finish, now + SMOOTHED_FLOOR * float(raw))
             self.at, self.basis = now, basis
         return None if self.finish is None else round(max(0.0, self.finish - now), 1)
 
