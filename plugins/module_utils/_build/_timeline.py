@@ -327,12 +327,12 @@ class EtaSmoother(object):
         """The smoothed seconds left (None before any estimate); ``raw`` None keeps the last finish time."""
         if raw is not None:
             target = now + float(raw)
-            if self.finish is None or raw == 0:
-                self.finish = target
+            if self.finish is None or raw == 0 or self.finish <= now:
+                self.finish = target   # none yet, done, or the last one ran out with steps left: it was wrong
             else:
                 self.finish += (1.0 - math.exp(-max(0.0, now - self.at) / self.tau)) * (target - self.finish)
             # never under a share of the newest estimate: a first guess made of quick C++ steps put the finish
-            # 15 s ahead, the clock passed it and the field run showed 0 s with 96 of 155 steps left
+            # 15 s ahead, the clock passed it and the real tree's cold field run showed 0 s with 96 of 155 steps left
             self.finish = max(self.finish, now + SMOOTHED_FLOOR * float(raw))
             self.at, self.basis = now, basis
         return None if self.finish is None else round(max(0.0, self.finish - now), 1)

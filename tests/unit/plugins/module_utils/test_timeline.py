@@ -277,12 +277,15 @@ def test_the_eta_moves_over_minutes_not_at_once():
     steady.update(3000, "learned", 0.0)
     assert abs(steady.update(2900, "learned", 100.0) - 2900) < 1
     assert steady.update(None, "learned", 200.0) == 2800.0    # no new estimate: the finish time stays
-    # a finish time the clock has passed while steps remain (the field run's first guess of 15 s, from C++ steps)
-    # shows a quarter of the newest estimate at least, not 0 s
+    # a finish time the clock has passed while steps remain (the field run's first guess of 15 s, from C++ steps) was
+    # wrong: the newest estimate replaces it, not 0 s; one about to run out shows a quarter of the newest at least
     early = _timeline.EtaSmoother()
     early.update(15, "rate", 104.0)
-    assert early.update(2400, "rate", 154.0) >= 600.0
-    assert early.update(2300, "rate", 184.0) >= 575.0
+    assert early.update(2400, "rate", 154.0) == 2400.0
+    assert 2300 <= early.update(2300, "rate", 184.0) <= 2400
+    close = _timeline.EtaSmoother()
+    close.update(60, "rate", 0.0)
+    assert close.update(4000, "rate", 50.0) >= 1000.0
     assert _timeline.rate_eta(72, 155, (70, 60.0)) == round(83 * 60.0 / 2, 1)
     assert _timeline.rate_eta(70, 155, (70, 60.0)) is None
 
