@@ -99,6 +99,22 @@ def cuda_objects(build):
     return done, total
 
 
+def playbook_failure(path):
+    """The message of the playbook's last failed task (``fatal: [host]: FAILED! => {... "msg": ...}``), or None: what a
+    run refused before building says, so its summary does not read as a build that did nothing."""
+    try:
+        with open(path) as handle:
+            lines = [line for line in handle if line.startswith("fatal: [") and "=> {" in line]
+    except (IOError, OSError):
+        return None
+    if not lines:
+        return None
+    try:
+        return json.loads(lines[-1].split("=> ", 1)[1]).get("msg")
+    except ValueError:
+        return lines[-1].strip()
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--build", required=True)
@@ -119,7 +135,8 @@ def main():
     keys = ("attempt", "jobs", "kind", "oom", "oom_kills", "duration", "peak_memory_bytes")
     summary = {"state": status.get("state"), "rc": args.rc, "wall_seconds": args.wall, "cuda_objects_done": done,
                "cuda_objects_total": total, "attempts": [dict((k, a.get(k)) for k in keys) for a in attempts],
-               "oom_kills": sum(a.get("oom_kills") or 0 for a in attempts), "memory_limit": status.get("memory_limit_human")}
+               "oom_kills": sum(a.get("oom_kills") or 0 for a in attempts), "memory_limit": status.get("memory_limit_human"),
+               "failure": playbook_failure(os.path.join(args.out, "playbook.log")) if args.rc else None}
     # per CUDA object: seconds (ninja) and the launcher's learned peak of its source
     rows = []
     for output, seconds in sorted(steps.items(), key=lambda kv: -kv[1]):
@@ -164,6 +181,8 @@ def main():
     lines.append("state %s, playbook rc %s, wall %ss; CUDA objects %d / %d; attempts %s; OOM kills %d; limit %s" % (
         summary["state"], args.rc, args.wall, done, total, [(a["jobs"], a["kind"]) for a in summary["attempts"]],
         summary["oom_kills"], summary["memory_limit"]))
+    if summary["failure"]:
+        lines.append("the playbook failed: %s" % summary["failure"])
     lines += ["", "| CUDA object | seconds | launcher peak | cicc | cudafe++ | cc1plus | ptxas |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for row in rows:
         lines.append("| %s | %.0f | %s | %s |" % (row["object"], row["seconds"],

@@ -59,3 +59,22 @@ def test_report_attributes_each_process_to_its_own_source(tmp_path):
     assert rows[objects[0]]["seconds"] == 35.0 and rows[objects[0]]["launcher_peak_bytes"] == int(0.56 * GIB)
     assert "| csrc/elementwise/topk.cu | 35 | 0.56 GiB | 0.53 GiB | - |" in (out / "field-test.md").read_text()
     assert "wheel" not in summary   # none built: nothing claimed
+    assert summary["failure"] is None   # no playbook log beside it
+
+
+def test_a_run_refused_before_building_says_why(tmp_path):
+    """The 12 GiB field run of 2026-12-05: the role refused before configure, and the summary said only 'state None'."""
+    build = tmp_path / "build"
+    build.mkdir()
+    out = tmp_path / "out"
+    out.mkdir()
+    refusal = ("sgl_kernel: the budget of 11.9 GiB is below what these sources need alone: csrc/gemm/fp8_gemm_kernel.cu "
+               "(15.1 GiB in the shipped census); the smallest memory limit that builds them: 15.2 GiB")
+    (out / "playbook.log").write_text("TASK [x] ***\nok: [localhost]\nfatal: [localhost]: FAILED! => %s\n\nPLAY RECAP ***\n"
+                                      % json.dumps({"changed": False, "msg": refusal}))
+    proc = subprocess.run([sys.executable, REPORT, "--build", str(build), "--venv", str(tmp_path / "venv"), "--out",
+                           str(out), "--wall", "12", "--rc", "2", "--peaks", str(tmp_path / "none.json")],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stdout
+    assert json.loads((out / "summary.json").read_text())["failure"] == refusal
+    assert "the playbook failed: " + refusal in (out / "field-test.md").read_text()
