@@ -88,12 +88,24 @@ def end_build():
         time.sleep(0.02)
 
 
-def reap_orphans():
-    try:
-        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+def reap_orphans(keep=None):
+    """Reap the build's orphans that ended (reparented here: evicted compiles' nvcc, sh and cicc stayed zombies for the
+    whole of the real tree's build); while the build runs, never its own process, whose status Popen must read."""
+    if keep is None:
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0] > 0:
+                pass
+        except OSError:
             pass
-    except OSError:
-        pass
+        return
+    for name in os.listdir("/proc"):
+        try:
+            with open("/proc/%s/stat" % name, "rb") as handle:
+                fields = handle.read().rsplit(b")", 1)[1].split()
+            if fields[0] == b"Z" and int(fields[1]) == me and int(name) != keep:
+                os.waitpid(int(name), os.WNOHANG)
+        except (OSError, IndexError, ValueError):
+            continue
 
 
 def released():
@@ -131,6 +143,7 @@ while build is not None and build.poll() is None:
         end_build()
         build.wait()
         os._exit(137)
+    reap_orphans(keep=build.pid)
 rc = 127 if build is None else build.returncode if build.returncode >= 0 else 128 - build.returncode
 # the module may be gone by now (the report fails): what the build left is still ended below, never skipped
 tell(("exit %d\n" % rc).encode())

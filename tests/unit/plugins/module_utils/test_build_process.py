@@ -223,3 +223,31 @@ def test_only_a_dead_runs_marker_from_a_file_is_acted_on():
     for planted in ("PATH=/usr/bin", "%s=" % MARKER_VARIABLE, "%s=x" % MARKER_VARIABLE, None, 5, ["x"],
                     "%s=:1:2" % MARKER_VARIABLE, "%s=run:\u00b2:1" % MARKER_VARIABLE, "%s=run:1:\u0661" % MARKER_VARIABLE):
         assert not dead_runs_marker(planted), planted
+
+
+def test_orphans_that_end_are_reaped_while_the_build_runs_and_its_status_is_still_read(tmp_path):
+    """The real tree's cold build left an evicted compile's nvcc, sh and cicc as zombies of the holder (their
+    subreaper) until the build ended; the build's own exit status must still be the one reported."""
+    build, log = start(tmp_path, ["/bin/sh", "-c", "(sleep 0.2 &) ; sleep 9; exit 4"])
+    holder = build.process.pid
+
+    def zombies():
+        found = []
+        for name in os.listdir("/proc"):
+            try:
+                with open("/proc/%s/stat" % name) as handle:
+                    fields = handle.read().rsplit(")", 1)[1].split()
+            except (IOError, OSError):
+                continue
+            if fields[0] == "Z" and int(fields[1]) == holder:
+                found.append(int(name))
+        return found
+
+    deadline = time.time() + 8
+    while time.time() < deadline and not build.wait(0.2):
+        if time.time() > deadline - 1:
+            break
+    assert zombies() == [], "an orphan that ended stays a zombie of the holder while the build runs"
+    assert wait_end(build) == 4
+    build.release()
+    log.close()
