@@ -87,6 +87,8 @@ def read_ledger(config):
     for pid, entry in raw.items():
         if pid not in kept and policy.valid_entry(pid, entry) and entry.get("frozen"):
             node.signal_compile(entry, "evict")
+        if pid not in kept and policy.valid_entry(pid, entry) and not node.pid_alive(int(pid)):
+            node.close_doorbell(config["state_dir"], pid, None, gone=True)   # a SIGKILLed waiter's (its pid not reused)
     return kept
 
 

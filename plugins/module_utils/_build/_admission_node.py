@@ -313,10 +313,12 @@ def open_doorbell(state_dir, pid):
         return None
 
 
-def close_doorbell(state_dir, pid, fd):
-    if fd is None:
+def close_doorbell(state_dir, pid, fd, gone=False):
+    """Close this launcher's doorbell and remove it; ``gone``: only remove the one a dead launcher left."""
+    if fd is None and not gone:
         return
-    os.close(fd)
+    if fd is not None:
+        os.close(fd)
     try:
         os.unlink(doorbell_path(state_dir, pid))
     except OSError:

@@ -9,6 +9,9 @@ __metaclass__ = type
 
 import io
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -44,3 +47,21 @@ def test_check_names_the_sources_above_the_budget(tmp_path):
     report = json.loads(out.getvalue())
     assert [row["source"] for row in report["too_big"]] == ["t:fp8.cu", "t:moe.cu"]
     assert "t:fp8.cu (15.0 GiB, held when compiled)" in report["message"] and report["budget_bytes"] <= 12 * GIB
+
+
+def test_a_dead_launchers_doorbell_goes_with_its_entry(tmp_path):
+    """A launcher SIGKILLed while it waited leaves its FIFO; the next one that reads the ledger removes it with the
+    entry. A live process's doorbell (a pid in use) is left alone."""
+    node = admission.node
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    config = {"state_dir": str(tmp_path)}
+    ledger = {str(dead.pid): {"state": "waiting", "bytes": 1, "since": 1.0},
+              str(os.getpid()): {"state": "waiting", "bytes": 1, "since": 1.0, "pid_start": -1}}
+    node.save_json(str(tmp_path / "ledger.json"), ledger)
+    for pid in (dead.pid, os.getpid()):
+        os.close(node.open_doorbell(str(tmp_path), pid))
+    kept = admission.read_ledger(config)
+    assert list(kept) == []   # both reclaimed: one is dead, the other's start time is not this process's
+    assert not os.path.exists(node.doorbell_path(str(tmp_path), dead.pid))
+    assert os.path.exists(node.doorbell_path(str(tmp_path), os.getpid()))

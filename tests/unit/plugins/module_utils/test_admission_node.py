@@ -166,6 +166,10 @@ def test_a_doorbell_wakes_its_waiting_launcher_at_once_and_is_gone_after(tmp_pat
     admission_node.close_doorbell(state, 4242, bell)
     assert not os.path.exists(admission_node.doorbell_path(state, 4242))
     assert admission_node.ring(state, 4242) is False             # nobody waits there any more
+    left = admission_node.open_doorbell(state, 4343)                 # a waiter SIGKILLed: its FIFO stays ...
+    os.close(left)
+    admission_node.close_doorbell(state, 4343, None, gone=True)      # ... until its entry is reclaimed
+    assert not os.path.exists(admission_node.doorbell_path(state, 4343))
 
 
 def test_a_ring_never_writes_through_a_planted_file_or_link(tmp_path):
