@@ -69,14 +69,15 @@ run_lanes() {
     local ended="" rc waiting=()
     [ "$rc_a" = running ] && waiting+=("$pid_a")
     [ "$rc_b" = running ] && waiting+=("$pid_b")
-    wait -n -p ended "${waiting[@]}" && rc=0 || rc=$?
-    if [ -z "$ended" ]; then
+    wait -n -p ended "${waiting[@]}" 2>/dev/null && rc=0 || rc=$?
+    # wait -p unsets its variable first, and leaves it unset when the lane was already reaped
+    if [ -z "${ended:-}" ]; then
       # bash had already reaped the lane left (stopped after the other failed): nothing to wait for, it is over
       [ "$rc_a" = running ] && rc_a=$rc
       [ "$rc_b" = running ] && rc_b=$rc
       continue
     fi
-    if [ "$ended" = "$pid_a" ]; then rc_a=$rc; else rc_b=$rc; fi
+    if [ "${ended:-}" = "$pid_a" ]; then rc_a=$rc; else rc_b=$rc; fi
     if [ "$rc" != 0 ]; then
       echo "a lane failed (rc $rc): stopping the other"
       kill -TERM -- "-$pid_a" "-$pid_b" 2>/dev/null || true

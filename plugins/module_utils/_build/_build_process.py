@@ -22,11 +22,13 @@ import select
 import signal
 import subprocess
 import sys
+import time
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build._admission_settings import digits
 
 # the variable every process of the build inherits: its value names the run (run id, module pid and start time)
 MARKER_VARIABLE = "GPUFLEET_BUILD_RUN"
+PF_KTHREAD = 0x00200000  # /proc/<pid>/stat flags: a kernel thread
 
 # python holder: argv = report fd, marker, build argv. Its own signals are caught (a handler, unlike an ignored
 # signal, is not inherited by the build) so that a systemd stop of the scope leaves it to report the exit status.
@@ -211,13 +213,29 @@ def kill_session(sid, proc="/proc", rounds=5, spare=()):
     return _kill_matching(lambda name: name not in spared and _session(proc, name) == sid, proc, rounds)
 
 
-def kill_marked(marker, proc="/proc", rounds=5):
+def kill_marked(marker, proc="/proc", rounds=5, settle_seconds=1.0):
     """SIGKILL every process whose environment holds ``marker`` (``VAR=value``): what a dead run's build left
-    when its holder was killed with it. Returns the pids killed."""
+    when its holder was killed with it. Returns the pids killed.
+
+    A process in the middle of an exec shows an empty environment until the kernel has laid out the new image's
+    (its parent already saw the exec succeed): such processes are looked at again for up to ``settle_seconds``."""
     wanted = marker.encode("utf-8", "surrogateescape")
     if not marker or "=" not in marker:
         return []
-    return _kill_matching(lambda name: wanted in _environ(proc, name), proc, rounds)
+    killed, deadline = set(), time.monotonic() + settle_seconds
+    while True:
+        unsettled = set()
+
+        def carries_marker(name):
+            environ = _environ(proc, name)
+            if environ == [b""] and _user_process(proc, name):
+                unsettled.add(name)
+            return wanted in environ
+
+        killed.update(_kill_matching(carries_marker, proc, rounds))
+        if not unsettled or time.monotonic() >= deadline:
+            return sorted(killed)
+        time.sleep(0.01)
 
 
 def _session(proc, name):
@@ -226,6 +244,16 @@ def _session(proc, name):
             return session_of(handle.read())
     except (IOError, OSError, ValueError, IndexError):
         return None
+
+
+def _user_process(proc, name):
+    """A live process with a user-space image: not a zombie and not a kernel thread (both show no environment)."""
+    try:
+        with open(os.path.join(proc, name, "stat")) as handle:
+            fields = handle.read().rsplit(")", 1)[1].split()
+        return fields[0] not in ("Z", "X") and not int(fields[6]) & PF_KTHREAD
+    except (IOError, OSError, ValueError, IndexError):
+        return False
 
 
 def _environ(proc, name):

@@ -9,6 +9,7 @@ __metaclass__ = type
 
 import os
 import subprocess
+import threading
 import time
 
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build._build_process import (
@@ -206,6 +207,35 @@ def test_kill_marked_ends_only_the_runs_marked_processes(tmp_path):
     finally:
         other.kill()
         other.wait()
+
+
+def test_kill_marked_looks_again_at_a_process_caught_inside_its_exec(tmp_path):
+    """CI caught ``kill_marked`` between a child's exec succeeding and the kernel laying out its environment: the
+    child read as an empty environment and was missed. Here that moment lasts 0.2 s: a /proc entry for a real
+    child whose environment appears late."""
+    marker = "%s=run-exec-%d" % (MARKER_VARIABLE, os.getpid())
+    child = subprocess.Popen(["sleep", "5207"], start_new_session=True)
+    entry = tmp_path / str(child.pid)
+    entry.mkdir()
+    (entry / "stat").write_text("%d (sleep) S 1 %d %d 0 -1 4194304 0 0" % (child.pid, child.pid, child.pid))
+    (entry / "environ").write_bytes(b"")
+    quiet = tmp_path / "quiet"  # a kernel thread and a zombie: no environment ever, and not waited for
+    for pid, stat in ((999999998, "I 2 0 0 0 -1 %d 0 0" % 0x00200000), (999999999, "Z 1 0 0 0 -1 0 0 0")):
+        (quiet / str(pid)).mkdir(parents=True)
+        (quiet / str(pid) / "stat").write_text("%d (x) %s" % (pid, stat))
+        (quiet / str(pid) / "environ").write_bytes(b"")
+    laid_out = threading.Timer(0.2, (entry / "environ").write_bytes, [marker.encode() + b"\0"])
+    try:
+        laid_out.start()
+        assert kill_marked(marker, proc=str(tmp_path)) == [child.pid]
+        assert child.wait(timeout=10) == -9
+        started = time.monotonic()
+        assert kill_marked(marker, proc=str(quiet), settle_seconds=5) == []
+        assert time.monotonic() - started < 2, "a kernel thread's or a zombie's empty environment is not waited on"
+    finally:
+        laid_out.cancel()
+        child.kill()
+        child.wait()
 
 
 def test_a_process_is_known_by_pid_and_start_time():
