@@ -117,7 +117,7 @@ class ColdSim(replay.Sim):
         """``_admission.schedule``: relieve what runs (``decide``), then start what ``pick_next`` picks."""
         by_pid = dict((run.pid, run) for run in self.running)
         for action, pid in pressure.decide([r.entry() for r in self.running], self.budget, self.horizon, self.now,
-                                           self.overhead()):
+                                           self.overhead(), replay.MARGIN):
             self.act(action, by_pid[pid])
         while pressure.admitting([r.entry() for r in self.running]) and self.waiting:
             pick = policy.pick_next(self.waiting_entries(), [r.entry() for r in self.running], self.budget, self.cores,

@@ -138,7 +138,7 @@ def relieve(config, ledger, room, overhead, group):
 
 def relieve_build(config, ledger, running, budget, horizon, overhead):
     """``relieve`` for the running compiles of one build."""
-    for action, pid in pressure.decide(running, budget, horizon, time.time(), overhead):
+    for action, pid in pressure.decide(running, budget, horizon, time.time(), overhead, float(config["margin"])):
         entry = ledger[pid]
         if not node.signal_compile(entry, action):
             continue

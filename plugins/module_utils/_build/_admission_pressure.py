@@ -38,9 +38,24 @@ def growth(entry, horizon):
     return grown
 
 
-def projected(entries, horizon):
+def grown(active, horizon, margin=1.0):
+    """What the unfrozen compiles ``active`` may add in ``horizon`` seconds, together. The learned ones are held to what
+    admission admitted them at (``_admission_policy.load``): each up to its peak (its reservation / ``margin``), the
+    margin once, for the largest - each grown to its whole reservation, a set admitted at the edge was over the budget at
+    the very next decision, before any sample, and a fresh compile was frozen holding nothing (CI, 2026-12-05)."""
+    total = sum(growth(e, horizon) for e in active)
+    learned = [e for e in active if e.get("learned")]
+    if not learned or margin <= 1:
+        return total
+    peaks = [int(e.get("bytes") or 0) / float(margin) for e in learned]
+    admitted = sum(max(int(e["live"] or 0), peak) for e, peak in zip(learned, peaks)) + max(peaks) * (margin - 1)
+    on_its_path = sum(int(e["live"] or 0) + growth(e, horizon) for e in learned)
+    return total - max(on_its_path - admitted, 0)
+
+
+def projected(entries, horizon, margin=1.0):
     """What ``entries`` hold in ``horizon`` seconds: what they hold now, the unfrozen ones grown at their rates."""
-    return sum(e["live"] for e in entries) + sum(growth(e, horizon) for e in entries if not e.get("frozen"))
+    return sum(e["live"] for e in entries) + grown([e for e in entries if not e.get("frozen")], horizon, margin)
 
 
 def held_now(entry, now, horizon):
@@ -71,12 +86,14 @@ def allowance(entry, horizon):
     return max(int(entry.get("bytes") or 0) - int(entry["live"]), growth(entry, horizon), 0)
 
 
-def decide(running, budget, horizon, now, overhead=0):
+def decide(running, budget, horizon, now, overhead=0, margin=1.0):
     """``[(action, pid)]`` with action ``freeze``, ``evict`` or ``thaw`` for the running entries, so that what they
-    hold - and ``overhead``, the launchers' own memory - stays within ``budget`` over the next ``horizon`` seconds."""
+    hold - and ``overhead``, the launchers' own memory - stays within ``budget`` over the next ``horizon`` seconds;
+    ``margin``: the one admission kept once (``grown``)."""
     active = [e for e in running if not e.get("frozen")]
     frozen = sorted((e for e in running if e.get("frozen")), key=lambda e: e["frozen"])
-    level = projected(running, horizon) + overhead
+    held = sum(e["live"] for e in running)
+    level = held + grown(active, horizon, margin) + overhead
     actions = []
     if level > budget:
         growing = sorted((e for e in active if growth(e, horizon) > 0), key=lambda e: furthest_from_done(e, now), reverse=True)
@@ -86,7 +103,7 @@ def decide(running, budget, horizon, now, overhead=0):
             active.remove(entry)
             frozen.append(entry)
             actions.append(("freeze", entry["pid"]))
-            level -= growth(entry, horizon)
+            level = held + grown(active, horizon, margin) + overhead
         # freezing made no room (one compile runs, or none grows: a limit lowered under what they hold): the compiles
         # that did least free theirs and are queued again - the frozen first, never the last one running, never one
         # that holds nothing (frozen before its first sample: evicting it frees nothing and costs it its place)
@@ -96,9 +113,10 @@ def decide(running, budget, horizon, now, overhead=0):
             if entry in frozen and not entry["live"]:
                 continue
             actions = [a for a in actions if a[1] != entry["pid"]] + [("evict", entry["pid"])]
-            level -= entry["live"] + (growth(entry, horizon) if entry in active else 0)
+            held -= entry["live"]
             if entry in active:
                 active.remove(entry)
+            level = held + grown(active, horizon, margin) + overhead
         return actions
     for entry in frozen:
         if not active or level + allowance(entry, horizon) <= THAW_LEVEL * budget:

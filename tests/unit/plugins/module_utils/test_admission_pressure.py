@@ -10,6 +10,7 @@ __metaclass__ = type
 
 import pytest
 
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _admission_policy as policy
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _admission_pressure as pressure
 
 GIB = 1024 ** 3
@@ -81,6 +82,31 @@ def test_a_compile_not_sampled_yet_counts_as_its_reservation():
     assert pressure.held_now(fresh, 20.0, 4.0) == 3 * GIB
     assert pressure.decide([run("a", 6), fresh], 8 * GIB, 4.0, 20.0) == [("freeze", "new")]
     assert pressure.decide([run("a", 6), dict(fresh, fresh=False)], 8 * GIB, 4.0, 20.0) == []
+
+
+def test_a_set_admitted_at_the_edge_is_not_frozen_before_its_first_sample():
+    """CI, 2026-12-05: the seeded stand-in (heavy 320 MiB, lights 40 MiB, margin 1.15) in a 484 MiB budget. Admission
+    counts the margin once (``_admission_policy.load``); the freeze counted each fresh compile at its whole reservation,
+    so the set admitted at the edge was over the budget at the next decision: a compile frozen holding nothing, then
+    evicted. One rule now: what admission admitted, the freeze does not freeze."""
+    margin, mib = 1.15, 1024 ** 2
+
+    def fresh(pid, peak_mib):
+        return {"pid": pid, "live": 0, "rate": 0, "started": 19, "frozen": None, "seconds": peak_mib / 10, "learned": True,
+                "fresh": True, "bytes": int(peak_mib * mib * margin)}
+
+    admitted = [fresh("heavy", 320), fresh("light1", 40), fresh("light2", 40), fresh("light3", 40)]
+    budget = int(policy.load(admitted, margin)) + 1
+    assert budget < sum(e["bytes"] for e in admitted), "the edge: each reservation whole is over the budget"
+    assert pressure.decide(admitted, budget, 4.0, 20.0, margin=margin) == []
+    assert pressure.decide(admitted, budget - 2 * mib, 4.0, 20.0, margin=margin) == [("freeze", "heavy")], "over it"
+    # sampled on their learned path (each under its peak), the set still projects to no more than it was admitted at
+    sampled = [dict(e, fresh=False, live=e["bytes"] // 2, rate=mib * 100) for e in admitted]
+    assert pressure.projected(sampled, 4.0, margin) <= policy.load(admitted, margin) + 1
+    # one grown past its peak (its learning wrong) is projected at its rate, beyond what was admitted
+    past = [dict(sampled[0], live=int(330 * mib), rate=mib * 50)] + sampled[1:]
+    assert pressure.projected(past, 4.0, margin) > policy.load(admitted, margin)
+    assert pressure.decide(admitted, budget, 4.0, 20.0) == [("freeze", "heavy")], "margin 1: every reservation whole"
 
 
 @pytest.mark.parametrize("entry, now, held_gib", [
