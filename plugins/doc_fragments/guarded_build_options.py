@@ -162,6 +162,16 @@ options:
         the compile's C(-gencode) count, at most the CPUs). A compile with one C(-gencode) keeps its command line.
       - Omitted - no admission.
     type: dict
+  admission_config:
+    description:
+      - 'The settings file (C(config.json)) of an admission launcher the build already goes through - the sgl_kernel
+        role puts its own in the CMake arguments -, read, never written, as that launcher reads it: the ETA weighs
+        the sources by the times its peaks and census know from the first minute of a cold build (a version without
+        a census of its own by the times of its other versions), the status file counts the compiles its ledger holds,
+        a source it knows cannot fit the build''s memory is refused before each attempt, and what an OOM taught it
+        is reported per attempt.'
+      - Omitted - only O(admission) is read. Not with O(admission).
+    type: path
   compiler_cache:
     description:
       - The compiler cache every CUDA, C++ and C compile goes through (C(-DCMAKE_<LANG>_COMPILER_LAUNCHER) appended

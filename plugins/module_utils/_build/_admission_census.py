@@ -54,6 +54,43 @@ def of_tree(peaks, tree):
     return own
 
 
+def kin(tree):
+    """``(name, archs)`` of a tree key ``<name>@<version>/<archs>[@<commit>]``; None for anything else."""
+    if not isinstance(tree, str) or "@" not in tree or "/" not in tree:
+        return None
+    name, rest = tree.split("@", 1)
+    archs = rest.split("/", 1)[1].split("@", 1)[0]
+    return (name, archs) if name and archs else None
+
+
+def similar_seconds(peaks, documents, tree):
+    """``{path: seconds}`` from the trees of the same name and archs at another version or commit - this node's
+    learned and seeded entries of those trees, then the census files of other versions (``documents``) - for the
+    cold build's ETA where ``tree`` itself is unknown: most sources of sgl-kernel carry over from one release or commit
+    to the next, and their times with them, where a first minute of quick C++ steps says nothing of the hours of CUDA
+    to come (the real tree's cold ETA read 1,357 s at 5 minutes of about 4,000). A path's time is the median of the
+    trees that know it. Never used for admission: another version's peaks are not this one's."""
+    family = kin(tree)
+    if family is None:
+        return {}
+    times = {}
+    for key, entry in policy.merge_peaks(peaks).items():
+        other = key.split(":", 1)[0]
+        if not key.startswith(policy.CENSUS) and other != tree and kin(other) == family:
+            times.setdefault(policy.path_of(key), []).append(float(entry.get("seconds") or 0))
+    for document in documents:
+        if isinstance(document, dict) and document.get("format") == FORMAT and document.get("tree") != tree \
+                and kin(document.get("tree")) == family and not census_peaks(document, tree):
+            for key, entry in census_peaks(document, document["tree"]).items():
+                times.setdefault(policy.path_of(key), []).append(float(entry.get("seconds") or 0))
+    found = {}
+    for path, seconds in times.items():
+        seconds = sorted(value for value in seconds if value > 0)
+        if seconds:
+            found[path] = seconds[len(seconds) // 2]
+    return found
+
+
 def safe_fixed_jobs(peaks, budget_bytes, cpus, tree=None):
     """For a build without admission: the largest fixed ``-j`` (MAX_JOBS, at one nvcc thread) that cannot OOM - any j
     compiles of the tree may run together, so the j largest peaks must fit the budget - at most the CPUs; 0 when

@@ -53,6 +53,25 @@ def admission_settings(settings, build_dir, source):
         raise ValueError("admission: %s" % exc)
 
 
+def admission_of_file(path):
+    """The settings of a launcher the build already goes through (guarded_build's ``admission_config``: the sgl_kernel
+    role puts its own in the CMake arguments), read - never written - as that launcher reads them; ValueError naming
+    the file and what is wrong."""
+    try:
+        with open(path) as handle:
+            loaded = json.load(handle)
+    except (IOError, OSError) as exc:
+        raise ValueError("admission_config: cannot read %s: %s" % (path, exc.strerror or exc))
+    except ValueError as exc:
+        raise ValueError("admission_config: %s is not the launcher's JSON settings: %s" % (path, exc))
+    if not isinstance(loaded, dict):
+        raise ValueError("admission_config: %s holds a %s, not the launcher's settings" % (path, type(loaded).__name__))
+    try:
+        return settings_rule.launcher_config(loaded, os.path.dirname(path))
+    except ValueError as exc:
+        raise ValueError("admission_config: %s: %s" % (path, exc))
+
+
 def with_admission(env, settings, build_dir, source, python=None):
     """Write the launcher, its policy and config under ``build_dir`` and put the launcher in ``env``; the chain
     (None: no ``admission`` option). BuildError naming what is wrong."""
@@ -116,12 +135,17 @@ def node_peaks(config):
 
 def source_seconds(config):
     """``{path in the project: seconds}`` of the sources whose compile time is known (learned here, seeded, or the
-    shipped census of this tree): the cold build's ETA weights (``_timeline.census_weights``); {} without admission."""
+    shipped census of this tree; for the others, the time of the same path in another version or commit of the tree,
+    ``_admission_census.similar_seconds``): the cold build's ETA weights (``_timeline.census_weights``); {} without
+    admission."""
     if not config:
         return {}
-    known = census.of_tree(node_peaks(config), config.get("tree"))
-    return dict((policy.path_of(key), float(entry["seconds"])) for key, entry in known.items()
-                if settings_rule.number(entry.get("seconds"), 0.01) is not None)
+    peaks = node_peaks(config)
+    known = dict((policy.path_of(key), float(entry["seconds"])) for key, entry in census.of_tree(peaks, config.get("tree")).items()
+                 if settings_rule.number(entry.get("seconds"), 0.01) is not None)
+    similar = census.similar_seconds(peaks,
+                                     [node.load_json(path) for path in config.get("census") or []], config.get("tree"))
+    return dict(similar, **known)
 
 
 def compiles_of_build(config, pgid):

@@ -149,6 +149,15 @@ OPTIONS = (
         'command line.',
         'Omitted - no admission.',
     ]),
+    dict(name='admission_config', type='path', check=dict(form="path", kind="file"), description=[
+        "The settings file (C(config.json)) of an admission launcher the build already goes through - the sgl_kernel "
+        "role puts its own in the CMake arguments -, read, never written, as that launcher reads it: the ETA weighs "
+        "the sources by the times its peaks and census know from the first minute of a cold build (a version without "
+        "a census of its own by the times of its other versions), the status file counts the compiles its ledger holds, a "
+        "source it knows cannot fit the build's memory is refused before each attempt, and what an OOM taught it is "
+        "reported per attempt.",
+        'Omitted - only O(admission) is read. Not with O(admission).',
+    ]),
     dict(name='compiler_cache', type='str', choices=['auto', 'ccache', 'sccache', 'none'], check=dict(form="type"), description=[
         'The compiler cache every CUDA, C++ and C compile goes through (C(-DCMAKE_<LANG>_COMPILER_LAUNCHER) appended '
         'to C(CMAKE_ARGS), after a launcher already there).',

@@ -46,6 +46,7 @@ from ansible_collections.gpufleet.preflight.plugins.module_utils._build._build_p
     process_start_time,
 )
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build._admission_setup import (
+    admission_of_file,
     admission_settings,
     compiles_of_build,
     node_peaks,
@@ -139,9 +140,15 @@ class GuardedBuild(object):
             params["environment"])
         env[MARKER_VARIABLE] = self.marker.split("=", 1)[1]  # every process of the build carries it
         with_admission(env, params.get("admission"), self.build_dir, self.source)   # before the cache's launcher
-        # what the launchers read: refused sources before each attempt, what an OOM taught them after it
-        self.admission = None if params.get("admission") is None else admission_settings(
-            params["admission"], self.build_dir, self.source)
+        # what the launchers read: refused sources before each attempt, what an OOM taught them after it, the sources'
+        # known times for the ETA, the compiles the ledger holds - also of a launcher the caller put in (the role's)
+        if params.get("admission") is not None and params.get("admission_config"):
+            raise BuildError("admission and admission_config: give the settings of one launcher, not two")
+        try:
+            self.admission = admission_of_file(params["admission_config"]) if params.get("admission_config") else (
+                None if params.get("admission") is None else admission_settings(params["admission"], self.build_dir, self.source))
+        except ValueError as exc:
+            raise BuildError(str(exc))
         self._compiler_cache(env)
         return env
 

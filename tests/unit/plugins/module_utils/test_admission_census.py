@@ -77,6 +77,31 @@ def test_a_census_seeds_only_its_own_tree_and_never_beats_what_was_learned():
     assert policy.known(policy.merge_peaks(peaks, own), key)["peak_bytes"] == 14 * GIB
 
 
+def test_a_tree_is_kin_to_its_other_versions_and_commits_of_the_same_archs():
+    assert census.kin(TREE) == census.kin("sgl-kernel@0.3.20/120@7b9156c01234") == ("sgl-kernel", "120")
+    assert census.kin("sgl-kernel@0.3.19/90,120") == ("sgl-kernel", "90,120")
+    for other in (None, 5, "", "sgl-kernel", "sgl-kernel@0.3.19", "@0.3.19/120", "sgl-kernel@0.3.19/"):
+        assert census.kin(other) is None, other
+
+
+def test_a_version_without_a_census_takes_its_times_from_its_kin_never_its_peaks():
+    """A cold build of a version the collection has no census for: the times of the same paths in another version's
+    census and in what this node learned of other commits (the median where several know one), for the ETA only."""
+    new = "sgl-kernel@0.3.20/120@0123456789ab"
+    other_commit = {"sgl-kernel@0.3.20/120@ba9876543210:csrc/gemm/fp8_gemm_kernel.cu#1": {
+        "peak_bytes": 15 * GIB, "seconds": 700.0}, "sgl-kernel@0.3.20/90:csrc/gemm/fp8_gemm_kernel.cu#1": {
+        "peak_bytes": 9 * GIB, "seconds": 9000.0}, "other@0.3.20/120:csrc/gemm/fp8_gemm_kernel.cu#1": {
+        "peak_bytes": 9 * GIB, "seconds": 9000.0}}
+    seconds = census.similar_seconds(other_commit, [shipped(), {"format": "x"}, None, "text"], new)
+    assert len(seconds) == 76, "every source of the shipped version is known by its path"
+    assert seconds["csrc/gemm/fp8_gemm_kernel.cu"] == max(700.0, shipped()["sources"]["csrc/gemm/fp8_gemm_kernel.cu"]["seconds"])
+    assert seconds["csrc/memory/store.cu"] == shipped()["sources"]["csrc/memory/store.cu"]["seconds"]
+    assert census.similar_seconds({}, [shipped()], TREE) == {}, "the tree's own census is not its kin"
+    assert census.similar_seconds({}, [shipped()], "sgl-kernel@0.3.20/90,120") == {}, "other archs: other times"
+    assert census.similar_seconds(other_commit, [shipped()], "not a tree") == {}
+    assert census.census_peaks(shipped(), new) == {}, "and admission takes no peak from it"
+
+
 def test_the_real_tree_at_12_gib_is_refused_before_the_first_compile_with_the_smallest_limit():
     """Issue 35 "done when": the shipped census at a 12 GiB limit names each source over what one compile may hold
     alone and the smallest memory limit that builds the tree - fp8_gemm_kernel.cu's 15.13 GiB + 64 MiB."""

@@ -100,6 +100,59 @@ def test_success_writes_a_stamp_and_hides_environment_values(tmp_path):
     assert again["up_to_date"] and not again["changed"]
 
 
+def role_launcher_config(tmp_path):
+    """What the sgl_kernel role writes for its own launcher: a tree (version 2.0) with no census of its own, and the
+    census of its version 1.0 beside it."""
+    census = tmp_path / "other-census.json"
+    census.write_text(json.dumps({"format": "gpufleet-admission-census/1", "tree": "demo@1.0/120", "sources": {
+        "csrc/light.cu": {"peak_bytes": 1 << 28, "seconds": 10.0},
+        "csrc/heavy.cu": {"peak_bytes": 1 << 30, "seconds": 1000.0},
+        "csrc/mid.cu": {"peak_bytes": 1 << 29, "seconds": 100.0}}}))
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"tree": "demo@2.0/120", "census": [str(census)], "state_dir": str(tmp_path / "state"),
+                                  "peaks_path": str(tmp_path / "peaks.json")}))
+    return str(config)
+
+
+@pytest.mark.parametrize("with_config, basis", [(True, "learned"), (False, None)])
+def test_the_roles_launcher_config_weighs_the_eta_from_the_first_step(tmp_path, with_config, basis):
+    """The sgl_kernel role puts its launcher in the CMake arguments and passes only its settings file: the ETA of a
+    cold build of a version without a census still weighs the heavy source to come by its other version's times (the
+    real tree through the role showed the rate's 1m38s with 100 CUDA objects to go)."""
+    steps = ["[%d/3] Building CUDA object CMakeFiles/demo.dir/csrc/%s.cu.o" % (n, name) for n, name in ((1, "light"),)]
+    status = tmp_path / "status.json"
+    cmd = "echo '%s'; sleep 1.5; cp %s seen.json; echo '[3/3] Linking demo'" % (steps[0], status)
+    options = dict(cmd=cmd, chdir=str(tmp_path), jobs=2, memory_limit="1GiB", memory_per_thread="64MiB",
+                   status_path=str(status), admission_config=role_launcher_config(tmp_path) if with_config else None)
+    result = GuardedBuild(params(**options), run_with_timeout, find).execute()
+    assert not result.get("failed"), result
+    with open(str(tmp_path / "seen.json")) as handle:
+        seen = json.load(handle)
+    assert seen["eta_basis"] == basis and seen["progress"]["done"] == 1, seen
+    # 1,100 census seconds to go at the pace of the 10 it did: minutes; without them nothing yet (one count: no rate)
+    assert seen["eta_seconds"] > 100 if with_config else seen["eta_seconds"] is None, seen
+
+
+@pytest.mark.parametrize("content, said", [
+    (None, "cannot read"), ("{", "is not the launcher's JSON settings"), ("[1]", "holds a list"),
+    ('{"colour": 1}', "unknown admission setting(s) colour"), ('{"margin": 0.5}', "margin: 0.5 is not a number >= 1"),
+])
+def test_a_bad_launcher_config_is_refused_naming_the_file(tmp_path, content, said):
+    config = tmp_path / "config.json"
+    if content is not None:
+        config.write_text(content)
+    build = GuardedBuild(params(cmd="true", chdir=str(tmp_path), jobs=1, memory_limit="1GiB", memory_per_thread="64MiB",
+                                admission_config=str(config)), run_with_timeout, find)
+    with pytest.raises(BuildError) as err:
+        build.prepare()
+    assert "admission_config: " in str(err.value) and str(config) in str(err.value) and said in str(err.value), str(err.value)
+    both = GuardedBuild(params(cmd="true", chdir=str(tmp_path), jobs=1, memory_limit="1GiB", memory_per_thread="64MiB",
+                               admission={}, admission_config=str(config)), run_with_timeout, find)
+    with pytest.raises(BuildError) as err:
+        both.prepare()
+    assert "admission and admission_config" in str(err.value)
+
+
 def test_a_limit_above_the_node_is_refused(tmp_path):
     build = GuardedBuild(params(cmd="true", chdir=str(tmp_path), jobs=1, memory_limit="64GiB",
                                 memory_per_thread="64MiB"), run_with_timeout, find)
