@@ -58,10 +58,14 @@ def admission_of_file(path):
     role puts its own in the CMake arguments), read - never written - as that launcher reads them; ValueError naming
     the file and what is wrong."""
     try:
-        with open(path) as handle:
-            loaded = json.load(handle)
-    except (IOError, OSError) as exc:
-        raise ValueError("admission_config: cannot read %s: %s" % (path, exc.strerror or exc))
+        with os.fdopen(node.open_regular(path, os.O_RDONLY)) as handle:   # a planted FIFO never blocks the module
+            text = handle.read(node.MAX_JSON_BYTES + 1)
+    except (IOError, OSError, ValueError) as exc:   # ValueError: not text (UnicodeDecodeError)
+        raise ValueError("admission_config: cannot read %s: %s" % (path, getattr(exc, "strerror", None) or exc))
+    if not text.strip():
+        raise ValueError("admission_config: %s is empty, not the launcher's settings" % path)
+    try:
+        loaded = json.loads(text)
     except ValueError as exc:
         raise ValueError("admission_config: %s is not the launcher's JSON settings: %s" % (path, exc))
     if not isinstance(loaded, dict):

@@ -134,12 +134,15 @@ def test_the_roles_launcher_config_weighs_the_eta_from_the_first_step(tmp_path, 
 
 
 @pytest.mark.parametrize("content, said", [
-    (None, "cannot read"), ("{", "is not the launcher's JSON settings"), ("[1]", "holds a list"),
+    (None, "cannot read"), ("fifo", "not a regular file"), ("{", "is not the launcher's JSON settings"), ("[1]", "holds a list"),
+    ("", "is empty"),
     ('{"colour": 1}', "unknown admission setting(s) colour"), ('{"margin": 0.5}', "margin: 0.5 is not a number >= 1"),
 ])
 def test_a_bad_launcher_config_is_refused_naming_the_file(tmp_path, content, said):
     config = tmp_path / "config.json"
-    if content is not None:
+    if content == "fifo":   # planted: read, it would block the module for ever
+        os.mkfifo(str(config))
+    elif content is not None:
         config.write_text(content)
     build = GuardedBuild(params(cmd="true", chdir=str(tmp_path), jobs=1, memory_limit="1GiB", memory_per_thread="64MiB",
                                 admission_config=str(config)), run_with_timeout, find)
