@@ -140,7 +140,7 @@ def node_peaks(config):
 def source_seconds(config):
     """``{path in the project: seconds}`` of the sources whose compile time is known (learned here, seeded, or the
     shipped census of this tree; for the others, the time of the same path in another version or commit of the tree,
-    ``_admission_census.similar_seconds``): the cold build's ETA weights (``_timeline.census_weights``); {} without
+    ``_admission_census.similar_seconds``): the cold build's ETA (``_timeline.paced_eta``); {} without
     admission."""
     if not config:
         return {}
