@@ -199,16 +199,18 @@ def paced_eta(durations, source_seconds, parallel):
     seconds of the sources not done, at that pace, ``parallel`` at a time. None until a known source is done.
     The real tree's cold run took 0.10-0.58x its census's seconds (0.24 over the first five minutes): the census's
     own pace read 6,000 s at 5 minutes, the elapsed time over the census seconds done (quick C++ steps first) 2,100."""
+    # a source outside the project (FetchContent's) is known by its absolute path, its object by the path less the "/"
+    known = dict((source.lstrip("/"), seconds) for source, seconds in source_seconds.items())
     done = {}
     for output, took in durations.items():
         source = source_of_output(output)
         if source:
-            done[source] = took
-    pairs = [(took, source_seconds[source]) for source, took in done.items() if source_seconds.get(source, 0) > 0]
+            done[source.lstrip("/")] = took
+    pairs = [(took, known[source]) for source, took in done.items() if known.get(source, 0) > 0]
     if not pairs:
         return None
-    pace = sum(took for took, _known in pairs) / sum(known for _took, known in pairs)
-    left = sum(seconds for source, seconds in source_seconds.items() if source not in done)
+    pace = sum(took for took, _known in pairs) / sum(seconds for _took, seconds in pairs)
+    left = sum(seconds for source, seconds in known.items() if source not in done)
     return round(pace * left / max(1, int(parallel or 1)), 1)
 
 
@@ -429,7 +431,6 @@ class ProgressFollower(object):
                               self.weights, self.jobs)
         return {"progress": self.progress, "step": self.step, "eta_seconds": eta,
                 "eta_basis": "learned" if eta is not None else None, "skipped_bytes": self.skipped_bytes}
-
 
     def _own_durations(self):
         """What this build's steps took so far, from the .ninja_log it writes (none at its start: it was cold)."""

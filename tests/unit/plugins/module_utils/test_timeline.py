@@ -314,8 +314,8 @@ def write_until(tmp_path, ran, moment):
             handle.write("[%d/%d] Building CUDA object %s\n" % (n + 1, len(ran), output))
     (tmp_path / "build").mkdir(exist_ok=True)
     with open(str(tmp_path / "build" / ".ninja_log"), "w") as handle:
-        handle.write("# ninja log v7\n" + "".join("%d\t%d\t0\t%s\t0\n" % (start * 1000, end * 1000, output)
-                                                 for start, end, output in done))
+        lines = ["%d\t%d\t0\t%s\t0\n" % (start * 1000, end * 1000, output) for start, end, output in done]
+        handle.write("# ninja log v7\n" + "".join(lines))
 
 
 @pytest.mark.parametrize("pace", [0.24, 1.0, 2.5])
@@ -352,6 +352,8 @@ def test_a_cold_builds_eta_takes_the_census_at_this_builds_pace(tmp_path, monkey
     ({"CMakeFiles/o.dir/csrc/a.cu.o": 25.0, "CMakeFiles/o.dir/csrc/b.cu.o": 175.0},
      {"csrc/a.cu": 100.0, "csrc/b.cu": 300.0, "csrc/c.cu": 800.0}, 1, 400.0),   # pace 200 / 400
     ({"CMakeFiles/o.dir/csrc/a.cu.o": 50.0}, {"csrc/a.cu": 100.0, "csrc/b.cu": 400.0}, 0, 200.0),  # at least one
+    # a FetchContent source outside the project: learned by its absolute path, its object under CMakeFiles without "/"
+    ({"CMakeFiles/o.dir/deps/x/norm.cu.o": 10.0}, {"/deps/x/norm.cu": 20.0, "/deps/x/sampling.cu": 80.0}, 1, 40.0),
 ])
 def test_paced_eta(durations, known, parallel, expected):
     assert _timeline.paced_eta(durations, known, parallel) == expected
