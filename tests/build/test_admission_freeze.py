@@ -251,19 +251,22 @@ def test_a_build_near_its_limit_never_freezes_another_builds_compiles(tmp_path):
 
 def test_the_live_view_counts_the_compiles_of_its_own_build(tmp_path):
     """Issue 35 item 9: guarded_build's status says how many of its compiles really run, wait or are frozen (the
-    build view's JOBS cell: "1 of 8"), read from the node's ledger for its own process group - another build's
+    build view's JOBS cell: "1 of 8"), read from the node's ledger for its own session - the build's holder leads a
+    session of its own, and ninja starts each step in a process group of its own, as this leader does (the real tree
+    through the role read 0 running while two compiled, when the build's process group was asked). Another build's
     launchers on the same ledger are not counted."""
     from ansible_collections.gpufleet.preflight.plugins.module_utils._build._admission_setup import compiles_of_build
     src, state = tmp_path / "src", tmp_path / "state"
     sources(src, a=(20, 3), b=(20, 3), c=(20, 3))
     config = write_config(tmp_path / "c.json", state_dir=str(state), peaks_path=str(tmp_path / "peaks.json"),
                           root=str(src), cpus=1)
-    leader = subprocess.Popen(["sleep", "60"], preexec_fn=os.setpgrp)   # the build's process group, as ninja's
+    steps = [[sys.executable, ADMISSION, "--config=" + config, "--", sys.executable, HOGCC, "cc", "-c", str(src / name),
+              "-o", str(tmp_path / (name + ".o"))] for name in ("a.c", "b.c", "c.c")]
+    ninja = ("import os, subprocess, sys\n"
+             "steps = [subprocess.Popen(argv, preexec_fn=os.setpgrp, stdout=subprocess.DEVNULL) for argv in %r]\n"
+             "sys.exit(max(step.wait() for step in steps))\n" % (steps,))
+    leader = subprocess.Popen([sys.executable, "-c", ninja], start_new_session=True)   # the holder's session
     try:
-        procs = [subprocess.Popen([sys.executable, ADMISSION, "--config=" + config, "--", sys.executable, HOGCC, "cc", "-c",
-                                   str(src / name), "-o", str(tmp_path / (name + ".o"))], stdout=subprocess.PIPE,
-                                  stderr=subprocess.STDOUT, preexec_fn=lambda: os.setpgid(0, leader.pid))
-                 for name in ("a.c", "b.c", "c.c")]
         deadline, counts = time.time() + 30, None
         while time.time() < deadline:
             counts = compiles_of_build({"state_dir": str(state)}, leader.pid)
@@ -271,9 +274,10 @@ def test_the_live_view_counts_the_compiles_of_its_own_build(tmp_path):
                 break
             time.sleep(0.05)
         assert counts == {"running": 1, "frozen": 0, "waiting": 2}, counts
-        assert compiles_of_build({"state_dir": str(state)}, os.getpgrp()) == {"running": 0, "frozen": 0, "waiting": 0}
+        assert compiles_of_build({"state_dir": str(state)}, os.getsid(0)) == {"running": 0, "frozen": 0, "waiting": 0}
         assert compiles_of_build(None, leader.pid) is None
-        assert all(proc.wait(timeout=120) == 0 for proc in procs)
+        assert leader.wait(timeout=120) == 0
     finally:
-        leader.kill()
+        from ansible_collections.gpufleet.preflight.plugins.module_utils._build._build_process import kill_session
+        kill_session(leader.pid)   # the whole session: each step leads a process group of its own
         leader.wait()

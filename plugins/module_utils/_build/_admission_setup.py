@@ -152,15 +152,18 @@ def source_seconds(config):
     return dict(similar, **known)
 
 
-def compiles_of_build(config, pgid):
+def compiles_of_build(config, session):
     """How many of this build's compiles the ledger holds running, frozen and waiting: its launchers are ninja's
-    children, in the build's process group ``pgid`` (other builds of the node share the ledger). None without admission."""
-    if not config or not pgid:
+    children, in the build's session ``session`` (the holder's: guarded_build starts every build in a session of its
+    own; ninja gives each step a process group of its own, so the build's process group holds none of them - the real
+    tree through the role read 0 running beside two compiles). Other builds of the node share the ledger. None without
+    admission."""
+    if not config or not session:
         return None
     counts = {"running": 0, "frozen": 0, "waiting": 0}
     for pid, entry in node.load_json(os.path.join(config["state_dir"], "ledger.json")).items():
         try:
-            mine = policy.valid_entry(pid, entry) and os.getpgid(int(pid)) == pgid
+            mine = policy.valid_entry(pid, entry) and os.getsid(int(pid)) == session
         except OSError:
             mine = False
         if mine:
