@@ -378,6 +378,9 @@ class ProgressFollower(object):
             if text:
                 weights = parse_ninja_log(text)
                 break
+        # a log of CMake's own edges (the role's configure check ran ninja's glob check) is no earlier build: cold
+        if not any(source_of_output(output) for output in weights):
+            weights = {}
         return cls(path, start, weights, clock, jobs, source_seconds, build_dir)
 
     def update(self):

@@ -241,6 +241,25 @@ def test_a_follower_learns_from_the_previous_builds_ninja_log(tmp_path):
     assert state["progress"]["done"] == 20 and state["eta_seconds"] == 2000.0 and state["eta_basis"] == "learned"
 
 
+def test_a_ninja_log_of_cmakes_own_edges_leaves_the_build_cold(tmp_path, monkeypatch):
+    """The role's configure check runs ninja's glob check in the build dir before the build: a .ninja_log holding only
+    ``cmake.verify_globs`` was taken for the previous build's, every step this build did was unknown to it, and the
+    real tree's cold run showed the rate's 98 s at 5 minutes instead of its census at its pace."""
+    monkeypatch.setattr(_timeline, "_usable_cpus", lambda: 2)
+    ninja_dir = tmp_path / "build" / "cp310-abi3-linux_x86_64"
+    ninja_dir.mkdir(parents=True)
+    (ninja_dir / ".ninja_log").write_text("# ninja log v7\n2\t7\t0\t%s/CMakeFiles/cmake.verify_globs\ta9\n" % ninja_dir)
+    log = tmp_path / "build" / "gpufleet-build.log"
+    log.write_text("[1/3] Building CUDA object CMakeFiles/x.dir/csrc/a.cu.o\n")
+    known = {"csrc/a.cu": 100.0, "csrc/b.cu": 400.0}
+    follower = _timeline.ProgressFollower.for_build(str(log), 0, str(tmp_path / "build"), jobs=2, source_seconds=known)
+    assert follower.weights == {}
+    with open(str(ninja_dir / ".ninja_log"), "a") as handle:   # this build's own steps, appended by ninja
+        handle.write("3\t50003\t0\tCMakeFiles/x.dir/csrc/a.cu.o\tb1\n")
+    state = follower.update()
+    assert state["eta_basis"] == "learned" and state["eta_seconds"] == 100.0, state   # 0.5 x 400 s / 2
+
+
 def test_progress_is_counted_across_attempts_and_resumed_runs():
     """Issue 29 item 7: after an OOM the field rerun's view read [2/85] 2.4 % with 72 of 155 steps done, and [0/2]
     after a resume; ninja counts only what is left, so done = the build's total less what ninja still has left."""
