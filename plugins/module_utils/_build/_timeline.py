@@ -272,6 +272,9 @@ def learned_eta(done_outputs, done, total, elapsed, weights, jobs=1):
     return round(left_weight * ratio, 1)
 
 
+# what CMake's own edges write (the glob check, the regeneration): a log of only these is of no earlier build
+CMAKE_OWN_OUTPUTS = ("cmake.verify_globs", "build.ninja")
+
 # ninja's own edges that check CMake's globs and rerun CMake: a [0/2] of their own before the build's count
 REGENERATION_STEPS = ("Re-checking globbed directories", "Re-running CMake")
 
@@ -379,7 +382,7 @@ class ProgressFollower(object):
                 weights = parse_ninja_log(text)
                 break
         # a log of CMake's own edges (the role's configure check ran ninja's glob check) is no earlier build: cold
-        if not any(source_of_output(output) for output in weights):
+        if all(os.path.basename(output) in CMAKE_OWN_OUTPUTS for output in weights):
             weights = {}
         return cls(path, start, weights, clock, jobs, source_seconds, build_dir)
 
