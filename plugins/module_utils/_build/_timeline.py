@@ -197,7 +197,7 @@ def paced_eta(durations, source_seconds, parallel):
     version, another node) but not at this node's pace: the pace is what the sources done took here (``durations``:
     this build's own ``.ninja_log``, output -> seconds) over what ``source_seconds`` says; what is left is the known
     seconds of the sources not done, at that pace, ``parallel`` at a time. None until a known source is done.
-    The real tree's cold run took 0.10-0.58x its census's seconds (0.24 over the first five minutes): the census's
+    The real tree's cold run took 0.10-0.71x its census's seconds (0.24 over the first five minutes): the census's
     own pace read 6,000 s at 5 minutes, the elapsed time over the census seconds done (quick C++ steps first) 2,100."""
     # a source outside the project (FetchContent's) is known by its absolute path, its object by the path less the "/"
     known = dict((source.lstrip("/"), seconds) for source, seconds in source_seconds.items())
