@@ -92,9 +92,11 @@ def read_ledger(config):
     return kept
 
 
-def horizon_of(config):
-    """How far ahead the freeze looks: two samples and a poll (a decision may wait that long for the next)."""
-    return 2 * float(config["sample_seconds"]) + float(config["poll_seconds"])
+def horizon_of(config, ledger):
+    """How far ahead the freeze looks: two samples and a poll (a decision may wait that long for the next), longer
+    while the launchers' samples come further apart than asked (``_admission_pressure.horizon``)."""
+    poll = float(config["poll_seconds"])
+    return pressure.horizon(2 * float(config["sample_seconds"]) + poll, ledger.values(), poll)
 
 
 def live_budget(config, ledger, group):
@@ -108,7 +110,7 @@ def live_budget(config, ledger, group):
         if entry.get("group") == group:
             entry.update(budget=room, ceiling=top)
     # what the cgroup holds beyond its compiles' trees (ninja, the launchers, kernel memory), when it can be read
-    used, now, horizon = node.working_set(), time.time(), horizon_of(config)
+    used, now, horizon = node.working_set(), time.time(), horizon_of(config, ledger)
     beyond = used - sum(pressure.held_now(e, now, horizon) for e in ledger.values()
                         if e.get("group") == group and e.get("state") == "running") if used is not None else 0
     launchers = sum(e.get("self_bytes") or 0 for e in ledger.values())
@@ -124,7 +126,7 @@ def relieve(config, ledger, room, overhead, group):
     compiles of each memory cgroup against that cgroup's budget (the kernel kills within the cgroup whose limit is
     crossed; one build near its limit must not freeze another's compiles - fair between builds on one ledger, item 3);
     this build's overhead as measured, another's as its launchers' own memory. Each action logged."""
-    horizon = horizon_of(config)
+    horizon = horizon_of(config, ledger)
     builds = {}
     for pid, e in ledger.items():
         if e["state"] == "running" and not e.get("evicted") and e.get("live") is not None:
@@ -304,14 +306,17 @@ def wait_holding(config, mine, held, child, known, stopped=lambda: None):
             held = policy.reservation({"bytes": held}, live, margin, phases, position, peak)
             # growth over the last second or so, not one sample: a compile descheduled on a busy machine catches up
             # in a burst that says nothing of how fast it grows; and one that stopped growing grows no more (the lower of
-            # the window's rate and the last interval's)
-            history = [point for point in history if now - point[0] <= max(1.0, 3 * float(config["sample_seconds"]))] + [(now, live)]
+            # the window's rate and the last interval's). The last sample stays however old: a launcher starved past
+            # the window (CI, 2026-12-05) had no previous sample and died of it, its compile with it
+            window = max(1.0, 3 * float(config["sample_seconds"]))
+            history = [point for point in history[:-1] if now - point[0] <= window] + history[-1:] + [(now, live)]
             rate = min(policy.growth_rate(history[0], history[-1], float(config["sample_seconds"])),
                        policy.growth_rate(history[-2], history[-1], float(config["sample_seconds"])))
             # a frozen compile keeps the rate it grew at: what it may grow by once thawed
-            entry = update(config, mine, lambda e, h=held, now_live=live, r=rate, at=now: e.update(
+            # how far apart the samples really came (the freeze's horizon grows with it on a starved machine)
+            entry = update(config, mine, lambda e, h=held, now_live=live, r=rate, at=now, gap=now - history[-2][0]: e.update(
                 bytes=h, live=now_live, rate=e.get("rate", 0) if e.get("frozen") else r, sampled=at, fresh=False,
-                self_bytes=node.private_bytes(os.getpid())))
+                gap=round(gap, 3), self_bytes=node.private_bytes(os.getpid())))
             if entry.get("frozen"):
                 history = [(now, live)]
 

@@ -100,7 +100,7 @@ def valid_entry(pid, entry):
             and all(number(entry.get(name)) is not None for name in ("bytes", "since"))
             and all(entry.get(name) is None or number(entry.get(name)) is not None
                     for name in ("seconds", "started", "child", "threads", "budget", "cpus", "pid_start", "child_start",
-                                 "live", "rate", "frozen", "frozen_seconds", "self_bytes", "ceiling", "sampled"))
+                                 "live", "rate", "frozen", "frozen_seconds", "self_bytes", "ceiling", "sampled", "gap"))
             and (entry.get("options") is None or (isinstance(entry["options"], list) and 0 < len(entry["options"]) <= 1024
                                                   and all(number(o) is not None for o in entry["options"]))))
 

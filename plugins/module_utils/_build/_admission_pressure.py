@@ -25,6 +25,20 @@ __metaclass__ = type
 THAW_LEVEL = 1.0
 
 
+# the longest the freeze looks ahead, in base horizons: one launcher stopped a while (a debugger, a SIGSTOP of its
+# own) must not make every compile look as if it grew for minutes
+LONGEST_HORIZON = 5
+
+
+def horizon(base, running, poll):
+    """How far ahead the freeze looks: ``base`` (two samples and a poll, as configured), or longer where a running
+    compile's last two samples came further apart (``gap``): on a starved machine (nvcc on every core, the launchers
+    descheduled) the next decision comes no sooner than the samples do, and the trigger must still fire while the
+    growth fits. At most ``LONGEST_HORIZON`` x ``base``."""
+    gaps = [float(e.get("gap") or 0) for e in running if e.get("state", "running") == "running"]
+    return min(max([base] + [2 * gap + poll for gap in gaps]), LONGEST_HORIZON * base)
+
+
 def growth(entry, horizon):
     """What an unfrozen compile may add in ``horizon`` seconds at its rate: a learned one well under its reservation
     no more than up to it (its peak x margin: a ramp says nothing past it), an unlearned one - or a learned one near or

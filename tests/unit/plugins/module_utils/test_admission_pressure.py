@@ -129,3 +129,14 @@ def test_a_frozen_compile_holding_nothing_is_not_evicted():
     empty = dict(run("new", 0, started=19, frozen=19.5, reserved=0.2))
     assert pressure.decide([run("heavy", 0.2, 0.2), empty], GIB, 4.0, 20.0) == []
     assert pressure.decide([run("heavy", 0.2, 0.2), dict(empty, live=GIB // 8)], GIB, 4.0, 20.0) == [("evict", "new")]
+
+
+@pytest.mark.parametrize("gaps, expected", [
+    ([], 2.5),                          # nothing runs: the configured two samples and a poll
+    ([1.0, 1.02], 2.54),                # samples about as asked: about the same
+    ([1.0, 1.6], 3.7),                  # one launcher's samples came 1.6 s apart: the next decision may be that late
+    ([30.0], 12.5),                     # one stopped a while: at most five configured horizons
+])
+def test_the_freeze_looks_as_far_ahead_as_the_samples_really_come(gaps, expected):
+    running = [{"state": "running", "gap": gap} for gap in gaps] + [{"state": "waiting", "gap": 9.0}]
+    assert pressure.horizon(2.5, running, 0.5) == pytest.approx(expected)
