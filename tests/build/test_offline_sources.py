@@ -157,6 +157,11 @@ def test_an_export_without_git_is_checked_by_its_files(tmp_path):
     (repo / "run.sh").chmod(0o755)
     os.symlink("include/nested/dep.h", str(repo / "dep.h"))
     (repo / ".gitmodules").write_text('[submodule "third/sub"]\n\tpath = third/sub\n\turl = https://example.invalid/sub\n')
+    # what mscclpp's .gitignore says (its build copies its .so files into python/), and a folder's own
+    (repo / ".gitignore").write_text("build/\n*.so\n# a comment\n")
+    (repo / "python" / "pkg").mkdir(parents=True)
+    (repo / "python" / ".gitignore").write_text("/local.txt\n")
+    (repo / "python" / "pkg" / "__init__.py").write_text("")
     git(str(repo), "init", "-q")
     git(str(repo), "add", "-A")
     git(str(repo), "update-index", "--add", "--cacheinfo", "160000,%s,third/sub" % ("ab" * 20))   # a gitlink
@@ -183,5 +188,19 @@ def test_an_export_without_git_is_checked_by_its_files(tmp_path):
     assert verdict() == ("match", [], [])
     assert _sgl_tree.scan_fetchcontent(str(src), str(tmp_path / "offline"))["unverified"] == [
         "dep (pinned %s: no .git, no prepare_offline_sources record and no known tree of that commit)" % pinned]
+    # a build's outputs, which git ignores, left in the folder: still the pinned commit (a rebuild was refused)
+    (offline / "build").mkdir()
+    (offline / "build" / "CMakeCache.txt").write_text("x\n")
+    (offline / "python" / "pkg" / "_ext.cpython-311-x86_64-linux-gnu.so").write_text("built\n")
+    (offline / "python" / "local.txt").write_text("local\n")
+    assert verdict() == ("match", [], [])
+    git(str(offline), "init", "-q")   # git itself ignores the same files there
+    by_git = sorted(line[3:] for line in git(str(offline), "status", "--porcelain", "--ignored").splitlines() if line[:3] == "!! ")
+    shutil.rmtree(str(offline / ".git"))
+    assert by_git == ["build/", "python/local.txt", "python/pkg/_ext.cpython-311-x86_64-linux-gnu.so"], by_git
+    # a file git would not ignore is another tree's
+    (offline / "python" / "notes.txt").write_text("not ignored\n")
+    assert verdict()[0] == "mismatch"
+    (offline / "python" / "notes.txt").unlink()
     (offline / "include" / "nested" / "dep.h").write_text("#pragma once\n// another version\n")
     assert verdict() == ("mismatch", ["dep (pinned %s, found other files than that commit's)" % pinned], [])

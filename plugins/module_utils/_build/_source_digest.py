@@ -6,7 +6,9 @@ files, computed as git computes it (blobs, modes, trees), compared with the tree
 tree pins. An export (``git archive``, a GitHub tarball, an rsync without ``.git``) of a commit holds exactly that
 commit's tracked files, so its tree hash is the commit's - except where git's own export rules change the files
 (``export-ignore``/``export-subst`` in ``.gitattributes``: then no verdict) and for submodules, whose commits an export
-cannot show: their paths (``.gitmodules``) are left out on both sides. No git binary needed; stdlib only.
+cannot show: their paths (``.gitmodules``) are left out on both sides. A build may leave its outputs in the folder
+(mscclpp copies its ``.so`` files into its own ``python/``), which git ignores: when the folder's files are not the
+commit's, they are compared again without what its ``.gitignore`` files ignore. No git binary needed; stdlib only.
 
 The known trees: ``{commit: tree hash without submodule entries}`` - the collection ships the pins of the sgl-kernel
 trees it knows (roles/sgl_kernel/files/offline-trees.json, made by ``tests/tools/offline_trees.py`` from the
@@ -61,6 +63,69 @@ def without_submodules(entries, submodules):
             and not any(path == sub or path.startswith(sub + "/") for sub in submodules)]
 
 
+def _glob_regex(pattern):
+    """A .gitignore glob as a regex over ``/``-separated paths: ``*`` and ``?`` stop at ``/``, ``**`` crosses it."""
+    out, index = [], 0
+    while index < len(pattern):
+        char = pattern[index]
+        if pattern.startswith("**/", index):
+            out.append("(?:.*/)?")
+            index += 3
+            continue
+        if pattern.startswith("**", index):
+            out.append(".*")
+            index += 2
+            continue
+        if char == "*":
+            out.append("[^/]*")
+        elif char == "?":
+            out.append("[^/]")
+        elif char == "[" and "]" in pattern[index + 2:]:
+            end = pattern.index("]", index + 2)
+            body = pattern[index + 1:end]
+            out.append("[" + ("^" + body[1:] if body[:1] == "!" else body).replace("\\", "\\\\") + "]")
+            index = end
+        elif char == "\\" and index + 1 < len(pattern):
+            index += 1
+            out.append(re.escape(pattern[index]))
+        else:
+            out.append(re.escape(char))
+        index += 1
+    return re.compile("".join(out) + r"\Z")
+
+
+def ignore_rules(text, base=""):
+    """The rules of one ``.gitignore`` in the folder ``base`` (``/``-separated, ``""`` at the top), in order:
+    ``(regex, negated, directories only, anchored to base, base)``. git's rules: ``#`` comments, ``!`` re-includes, a
+    trailing ``/`` matches folders only, a ``/`` elsewhere anchors the pattern to the file's folder, else it matches
+    a name at any depth."""
+    rules = []
+    for line in (text or "").splitlines():
+        line = line.rstrip(" \t\r")
+        if not line or line.startswith("#"):
+            continue
+        negated = line.startswith("!")
+        line = line[1:] if negated else line
+        directories = line.endswith("/")
+        line = line.rstrip("/")
+        if line:
+            rules.append((_glob_regex(line.lstrip("/")), negated, directories, "/" in line, base))
+    return rules
+
+
+def ignored(path, is_dir, rules):
+    """Whether git ignores ``path`` (relative to the top) by ``rules`` (those of the ``.gitignore`` files of its
+    folders, the top's first): the last rule that matches decides."""
+    verdict = False
+    for regex, negated, directories, anchored, base in rules:
+        if (base and not path.startswith(base + "/")) or (directories and not is_dir):
+            continue
+        relative = path[len(base) + 1:] if base else path
+        if regex.match(relative if anchored else relative.rsplit("/", 1)[-1]):
+            verdict = not negated
+    return verdict
+
+
 def _read_text(path, limit=1 << 20):
     try:
         with open(path, "rb") as handle:
@@ -69,14 +134,28 @@ def _read_text(path, limit=1 << 20):
         return ""
 
 
-def folder_entries(folder):
+def folder_entries(folder, honour_ignores=False):
     """``[(path, mode, blob id)]`` of the files under ``folder`` as git would record them (``.git`` left out; empty
-    folders are nothing to git), or None with more than ``MAX_FILES``. Symlinks are recorded, never followed."""
-    found = []
+    folders are nothing to git), or None with more than ``MAX_FILES``. Symlinks are recorded, never followed. With
+    ``honour_ignores``, what the folder's ``.gitignore`` files ignore is left out, as ``git add`` would (a folder
+    ignored is not entered: nothing below it can be re-included)."""
+    found, rules = [], {"": []}
     for top, dirs, files in os.walk(folder):
-        dirs[:] = [d for d in dirs if d != ".git" and not os.path.islink(os.path.join(top, d))]
+        here = os.path.relpath(top, folder).replace(os.sep, "/")
+        here = "" if here == "." else here
+        mine = rules.pop(here, [])
+        if honour_ignores and ".gitignore" in files:
+            mine = mine + ignore_rules(_read_text(os.path.join(top, ".gitignore")), here)
+
+        def relative(name):
+            return here + "/" + name if here else name
+
+        dirs[:] = [d for d in dirs if d != ".git" and not os.path.islink(os.path.join(top, d))
+                   and not (honour_ignores and ignored(relative(d), True, mine))]
+        for name in dirs:
+            rules[relative(name)] = mine
         for name in files + [d for d in os.listdir(top) if os.path.islink(os.path.join(top, d)) and d not in files]:
-            if name == ".git":
+            if name == ".git" or (honour_ignores and ignored(relative(name), False, mine)):
                 continue
             full = os.path.join(top, name)
             info = os.lstat(full)
@@ -88,7 +167,7 @@ def folder_entries(folder):
                     data = handle.read()
             else:
                 continue
-            found.append((os.path.relpath(full, folder).replace(os.sep, "/"), mode, blob_id(data)))
+            found.append((relative(name), mode, blob_id(data)))
             if len(found) > MAX_FILES:
                 return None
     return found
@@ -100,11 +179,14 @@ def check_folder(folder, expected):
     ``.gitattributes``, too many files, an unreadable file)."""
     if _EXPORT_RULES.search(_read_text(os.path.join(folder, ".gitattributes"))):
         return "unverified", "its .gitattributes changes what an export holds (export-ignore/export-subst)"
-    try:
-        entries = folder_entries(folder)
-    except (IOError, OSError) as exc:
-        return "unverified", "a file could not be read (%s)" % (exc.strerror or exc)
-    if entries is None:
-        return "unverified", "more than %d files" % MAX_FILES
     subs = submodule_paths(_read_text(os.path.join(folder, ".gitmodules")))
-    return ("match" if tree_id(without_submodules(entries, subs)) == expected else "mismatch"), None
+    for honour_ignores in (False, True):   # as exported; then less a build's ignored outputs (a tracked file may match an ignore)
+        try:
+            entries = folder_entries(folder, honour_ignores)
+        except (IOError, OSError) as exc:
+            return "unverified", "a file could not be read (%s)" % (exc.strerror or exc)
+        if entries is None and honour_ignores:
+            return "unverified", "more than %d files" % MAX_FILES
+        if entries is not None and tree_id(without_submodules(entries, subs)) == expected:
+            return "match", None
+    return "mismatch", None

@@ -67,3 +67,46 @@ def test_known_trees_problem(table, words):
     """The user's sgl_kernel_known_trees, checked before the tree is looked at: the entry at fault, in words."""
     problem = _sgl_tree.known_trees_problem(table)
     assert (problem is None) if words is None else (words in problem), problem
+
+
+def rules_of(**files):
+    """The rules of .gitignore files given as ``folder=text`` (``top`` for the top folder), the top's first."""
+    return [rule for base in sorted(files, key=lambda name: name != "top")
+            for rule in digest.ignore_rules(files[base], "" if base == "top" else base.replace("__", "/"))]
+
+
+@pytest.mark.parametrize("path, is_dir, files, expected", [
+    # mscclpp's own: its build leaves .so files in python/ and a build/ folder
+    ("python/mscclpp/_mscclpp.cpython-311-x86_64-linux-gnu.so", False, {"top": "build/\n*.so\n"}, True),
+    ("build", True, {"top": "build/\n*.so\n"}, True),
+    ("build", False, {"top": "build/\n"}, False),                        # a trailing / matches folders only
+    ("src/build", True, {"top": "build/\n"}, True),                      # no other /: a name at any depth
+    ("src/build", True, {"top": "/build/\n"}, False),                    # a leading /: at the .gitignore's folder only
+    ("docs/_static/versions.js", False, {"top": "docs/_static/versions.js\n"}, True),
+    ("a/docs/_static/versions.js", False, {"top": "docs/_static/versions.js\n"}, False),   # a / inside: anchored
+    ("keep.so", False, {"top": "*.so\n!keep.so\n"}, False),             # the last rule that matches decides
+    ("x/.a.swp", False, {"top": ".*.swp\n"}, True),
+    ("a/b/c/d.o", False, {"top": "a/**/*.o\n"}, True),                   # ** crosses folders
+    ("a/d.o", False, {"top": "a/**/*.o\n"}, True),
+    ("a/b/d.o", False, {"top": "a/*.o\n"}, False),                       # * does not
+    ("python/local.txt", False, {"python": "/local.txt\n"}, True),       # a folder's own .gitignore
+    ("local.txt", False, {"python": "/local.txt\n"}, False),
+    ("#notes", False, {"top": "# a comment\n\\#notes\n"}, True),
+    ("lib1.a", False, {"top": "lib[0-9].a\n"}, True),
+    ("libx.a", False, {"top": "lib[!x].a\n"}, False),
+])
+def test_what_git_ignores(path, is_dir, files, expected):
+    assert digest.ignored(path, is_dir, rules_of(**files)) is expected
+
+
+def test_a_tracked_file_an_ignore_matches_is_still_the_commits(tmp_path):
+    """An export holds what was tracked, ``git add -f`` included: the files as they are are compared first; a build's
+    ignored output beside them is left out only when they are not the commit's."""
+    (tmp_path / ".gitignore").write_text("*.so\n")
+    (tmp_path / "prebuilt.so").write_text("tracked with -f\n")
+    expected = digest.tree_id(digest.folder_entries(str(tmp_path)))
+    assert digest.check_folder(str(tmp_path), expected) == ("match", None)
+    clean = digest.tree_id([entry for entry in digest.folder_entries(str(tmp_path)) if entry[0] != "prebuilt.so"])
+    assert digest.check_folder(str(tmp_path), clean) == ("match", None)        # the .so as a build's output
+    (tmp_path / "notes.txt").write_text("not ignored\n")
+    assert digest.check_folder(str(tmp_path), clean) == ("mismatch", None)
