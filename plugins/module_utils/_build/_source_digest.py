@@ -134,6 +134,10 @@ def _read_text(path, limit=1 << 20):
         return ""
 
 
+def _join(folder, name):
+    return folder + "/" + name if folder else name
+
+
 def folder_entries(folder, honour_ignores=False):
     """``[(path, mode, blob id)]`` of the files under ``folder`` as git would record them (``.git`` left out; empty
     folders are nothing to git), or None with more than ``MAX_FILES``. Symlinks are recorded, never followed. With
@@ -147,15 +151,12 @@ def folder_entries(folder, honour_ignores=False):
         if honour_ignores and ".gitignore" in files:
             mine = mine + ignore_rules(_read_text(os.path.join(top, ".gitignore")), here)
 
-        def relative(name):
-            return here + "/" + name if here else name
-
         dirs[:] = [d for d in dirs if d != ".git" and not os.path.islink(os.path.join(top, d))
-                   and not (honour_ignores and ignored(relative(d), True, mine))]
+                   and not (honour_ignores and ignored(_join(here, d), True, mine))]
         for name in dirs:
-            rules[relative(name)] = mine
+            rules[_join(here, name)] = mine
         for name in files + [d for d in os.listdir(top) if os.path.islink(os.path.join(top, d)) and d not in files]:
-            if name == ".git" or (honour_ignores and ignored(relative(name), False, mine)):
+            if name == ".git" or (honour_ignores and ignored(_join(here, name), False, mine)):
                 continue
             full = os.path.join(top, name)
             info = os.lstat(full)
@@ -167,7 +168,7 @@ def folder_entries(folder, honour_ignores=False):
                     data = handle.read()
             else:
                 continue
-            found.append((relative(name), mode, blob_id(data)))
+            found.append((_join(here, name), mode, blob_id(data)))
             if len(found) > MAX_FILES:
                 return None
     return found
