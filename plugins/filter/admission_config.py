@@ -18,7 +18,8 @@ description:
     units such as V(64GB), a space inside); sizes come back in bytes.
   - Settings - C(state_dir), C(peaks_path), C(seed_peaks) (other nodes' peaks files, read only),
     C(census) (census files - measured peaks shipped for known trees - for a matching tree's sources nothing learned
-    or seeded), C(root), C(tree)
+    or seeded), C(root), C(offline_dir) (FetchContent's offline sources - a source under it is keyed
+    C(offline/<folder>/<path>), as the census keys it, wherever the folder is), C(tree)
     (the tree's identity - name, version, archs - so keys of different trees never mix), C(budget_bytes) (null - the
     build cgroup's limit), C(reserve_bytes), C(default_bytes) (a source never seen, per nvcc thread; guarded_build's
     O(gpufleet.preflight.guarded_build#module:memory_per_thread) default), C(default_times), C(margin), C(cpus) (null -

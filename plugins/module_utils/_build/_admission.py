@@ -450,7 +450,8 @@ def main(argv=None):
             return 2
         if checking:
             return check(config)
-        key = policy.source_key(policy.source_of(argv[1:]), config.get("root"), tree=config.get("tree"), flags=policy.flags_id(argv[1:]))
+        key = policy.source_key(policy.source_of(argv[1:]), config.get("root"), tree=config.get("tree"), flags=policy.flags_id(argv[1:]),
+                                offline=config.get("offline_dir"))
     if config is None or key is None:   # not a compile of a source: run it as is
         os.execvp(argv[0], argv)
     for folder in (config["state_dir"], os.path.dirname(config["peaks_path"])):

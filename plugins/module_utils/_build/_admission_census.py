@@ -8,7 +8,8 @@ only, no I/O: the role copies this file beside the launcher (plugins/module_util
 
 A census file (JSON): ``{"format": "gpufleet-admission-census/1", "tree": "<name>@<version>/<archs>", "nvcc": ...,
 "measured": "<where and how>", "sources": {"<path in the tree>": {"peak_bytes": N, "seconds": S, "threads": T}}}`` -
-entries as peaks.json's, keyed by the path the launcher keys a source by (relative to the project root)."""
+entries as peaks.json's, keyed by the path the launcher keys a source by (relative to the project root; a
+FetchContent offline source ``offline/<folder>/<path>``, ``_admission_policy.source_key``)."""
 
 from __future__ import absolute_import, division, print_function
 

@@ -50,11 +50,19 @@ def source_of(argv):
     return None
 
 
-def source_key(source, root=None, cwd=None, tree=None, flags=None):
-    """A stable key: the tree's identity, the path relative to the project root (else absolute), the arch flags."""
+OFFLINE = "offline/"
+
+
+def source_key(source, root=None, cwd=None, tree=None, flags=None, offline=None):
+    """A stable key: the tree's identity, the path relative to the project root (else absolute), the arch flags. A
+    source under ``offline`` (FetchContent's offline sources, wherever they are) is ``offline/<folder>/<path>``: the
+    census's key of it, the same on every node."""
     if source is None:
         return None
     path = os.path.normpath(os.path.join(cwd or os.getcwd(), source))
+    offline = os.path.normpath(offline) if offline else None
+    if offline and path.startswith(offline + os.sep):
+        return (tree + ":" if tree else "") + OFFLINE + os.path.relpath(path, offline) + ("#" + flags if flags else "")
     if root:
         root = os.path.normpath(root)
         if path == root or path.startswith(root + os.sep):

@@ -21,6 +21,8 @@ DEFAULTS = {
     "census": None,             # census files (measured peaks shipped for known trees, docs/build.md): used for the
                                 # sources of a matching tree that nothing learned or seeded
     "root": None,               # project source root: keys are paths relative to it
+    "offline_dir": None,        # FetchContent's offline sources (sgl_kernel_offline_dir): a source under it is keyed
+                                # offline/<its folder>/<path> wherever the folder is, as the census keys it
     "tree": None,               # the tree's identity (name, version, archs): keys of different trees never mix
     "budget_bytes": None,       # None: the cgroup's memory limit (else MemAvailable at start)
     "reserve_bytes": None,      # ninja, cmake, pip and the page cache inside the cgroup (None: scaled to the limit,
@@ -138,7 +140,7 @@ def parse_size(option, value):
 
 
 SIZES = ("budget_bytes", "reserve_bytes", "default_bytes")
-PATHS = ("state_dir", "peaks_path", "root")
+PATHS = ("state_dir", "peaks_path", "root", "offline_dir")
 
 
 def checked_config(settings):

@@ -178,6 +178,9 @@ def parse_ninja_log(text):
     return weights
 
 
+OFFLINE = "offline/"   # _admission_policy.OFFLINE: how a FetchContent source is keyed
+
+
 def step_output(description):
     """The output a ninja step line names (its last word: ``Building CUDA object CMakeFiles/x.dir/a.cu.o``), or
     the description itself."""
@@ -192,6 +195,21 @@ def source_of_output(output):
     return match.group(1) if match else None
 
 
+def known_source(source, known):
+    """The key of ``known`` that names ``source`` (an object's source path): itself, or for a source outside the
+    project (FetchContent's: its object is named by its whole path less the ``/``) the key ``offline/<folder>/<path>``
+    that ends its path - the census's key, and the launcher's under its ``offline_dir``, wherever that folder is."""
+    path = (source or "").lstrip("/")
+    if path in known:
+        return path
+    parts = path.split("/")
+    for index in range(1, len(parts) - 1):
+        key = OFFLINE + "/".join(parts[index:])
+        if key in known:
+            return key
+    return None
+
+
 def paced_eta(durations, source_seconds, parallel):
     """Seconds left of a build whose sources' times are known (``source_seconds``: the census, a census of another
     version, another node) but not at this node's pace: the pace is what the sources done took here (``durations``:
@@ -199,13 +217,12 @@ def paced_eta(durations, source_seconds, parallel):
     seconds of the sources not done, at that pace, ``parallel`` at a time. None until a known source is done.
     The real tree's cold run took 0.10-0.71x its census's seconds (0.24 over the first five minutes): the census's
     own pace read 6,000 s at 5 minutes, the elapsed time over the census seconds done (quick C++ steps first) 2,100."""
-    # a source outside the project (FetchContent's) is known by its absolute path, its object by the path less the "/"
     known = dict((source.lstrip("/"), seconds) for source, seconds in source_seconds.items())
     done = {}
     for output, took in durations.items():
-        source = source_of_output(output)
+        source = known_source(source_of_output(output), known)
         if source:
-            done[source.lstrip("/")] = took
+            done[source] = took
     pairs = [(took, known[source]) for source, took in done.items() if known.get(source, 0) > 0]
     if not pairs:
         return None

@@ -35,6 +35,18 @@ def test_source_key_relative_to_root_else_absolute():
     assert policy.source_key(None, "/t") is None
 
 
+def test_an_offline_source_is_keyed_as_the_census_keys_it_wherever_its_folder_is():
+    """FetchContent's offline sources: ``offline/<folder>/<path>`` under the launcher's ``offline_dir``, so the
+    shipped census (measured with the folder elsewhere) and other nodes' peaks name the same source."""
+    for offline in ("/data/deps", "/data/deps/", "/t/sgl-kernel/offline"):
+        assert policy.source_key("/data/deps/repo-flashinfer/csrc/norm.cu", "/t/sgl-kernel", offline=offline,
+                                 tree="sgl-kernel@0.3.19/120", flags="ab12") == (
+            "sgl-kernel@0.3.19/120:offline/repo-flashinfer/csrc/norm.cu#ab12" if offline != "/t/sgl-kernel/offline"
+            else "sgl-kernel@0.3.19/120:/data/deps/repo-flashinfer/csrc/norm.cu#ab12")
+    assert policy.source_key("/t/sgl-kernel/offline/repo-x/a.cu", "/t/sgl-kernel", offline="/t/sgl-kernel/offline") == "offline/repo-x/a.cu"
+    assert policy.source_key("/data/deps-2/a.cu", "/t/sgl-kernel", offline="/data/deps") == "/data/deps-2/a.cu"
+
+
 def test_expected_bytes_learned_or_default():
     peaks = {"csrc/fp8.cu": {"peak_bytes": 15 * GIB}}
     assert policy.expected_bytes(peaks, "csrc/fp8.cu", 5 * GIB, 1.1) == (int(15 * GIB * 1.1), True)

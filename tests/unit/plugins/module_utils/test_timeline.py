@@ -373,6 +373,10 @@ def test_a_cold_builds_eta_takes_the_census_at_this_builds_pace(tmp_path, monkey
     ({"CMakeFiles/o.dir/csrc/a.cu.o": 50.0}, {"csrc/a.cu": 100.0, "csrc/b.cu": 400.0}, 0, 200.0),  # at least one
     # a FetchContent source outside the project: learned by its absolute path, its object under CMakeFiles without "/"
     ({"CMakeFiles/o.dir/deps/x/norm.cu.o": 10.0}, {"/deps/x/norm.cu": 20.0, "/deps/x/sampling.cu": 80.0}, 1, 40.0),
+    # ... or as the census keys it (offline/<folder>/<path>) wherever the offline folder is on this node
+    ({"CMakeFiles/o.dir/data/deps/repo-x/norm.cu.o": 10.0}, {"offline/repo-x/norm.cu": 20.0, "offline/repo-x/sampling.cu": 80.0}, 1, 40.0),
+    # a path's end alone is not a key: csrc/a.cu of another folder is another source
+    ({"CMakeFiles/o.dir/data/deps/repo-x/csrc/a.cu.o": 10.0}, {"csrc/a.cu": 20.0, "csrc/b.cu": 80.0}, 1, None),
 ])
 def test_paced_eta(durations, known, parallel, expected):
     assert _timeline.paced_eta(durations, known, parallel) == expected
