@@ -150,7 +150,6 @@ def folder_entries(folder, honour_ignores=False):
         mine = rules.pop(here, [])
         if honour_ignores and ".gitignore" in files:
             mine = mine + ignore_rules(_read_text(os.path.join(top, ".gitignore")), here)
-
         dirs[:] = [d for d in dirs if d != ".git" and not os.path.islink(os.path.join(top, d))
                    and not (honour_ignores and ignored(_join(here, d), True, mine))]
         for name in dirs:
