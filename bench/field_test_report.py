@@ -22,12 +22,12 @@ import sys
 import tempfile
 import zipfile
 
+# the launcher's own key rules: a key's path, and which key names an object's source (FetchContent's: offline/...)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "plugins", "module_utils", "_build"))
+from _admission_policy import path_of  # noqa: E402 pylint: disable=import-error,wrong-import-position
+from _timeline import known_source  # noqa: E402 pylint: disable=import-error,wrong-import-position
+
 GI = 1024.0 ** 3
-
-
-def key_path(key):
-    """A launcher key's path: ``tree:path#flags`` -> ``path`` (_admission_policy.path_of)."""
-    return key.split(":", 1)[-1].split("#", 1)[0]
 
 
 def run(argv, **kwargs):
@@ -139,13 +139,14 @@ def main():
                "failure": playbook_failure(os.path.join(args.out, "playbook.log")) if args.rc else None}
     # per CUDA object: seconds (ninja) and the launcher's learned peak of its source
     rows = []
+    learned = dict((path_of(k).lstrip("/"), v) for k, v in sorted(peaks.items(), reverse=True))   # the first key wins
     for output, seconds in sorted(steps.items(), key=lambda kv: -kv[1]):
         if not output.endswith(".cu.o"):
             continue
         source = output.split(".dir/", 1)[-1][:-2]
-        # the launcher's keys are tree:path#flags, the path relative to the tree (csrc/...) or absolute (a
-        # dependency's sources): the same path, whole
-        peak = next((v for k, v in sorted(peaks.items()) if key_path(k) == source or key_path(k).endswith("/" + source)), {})
+        # the launcher's keys are tree:path#flags, the path relative to the tree (csrc/...), offline/<folder>/<path>
+        # (a dependency's sources under its offline_dir) or absolute
+        peak = learned.get(known_source(source, learned), {})
         by_name = {}
         for proc in procs.get("processes") or []:
             if proc.get("source") and source_stem(proc["source"]) == source_stem(source):

@@ -23,22 +23,26 @@ def test_report_attributes_each_process_to_its_own_source(tmp_path):
     build = tmp_path / "sgl-kernel" / "build"
     ninja_dir = build / "cp310-abi3-linux_x86_64"
     ninja_dir.mkdir(parents=True)
-    objects = ["csrc/elementwise/topk.cu", "csrc/moe/moe_topk_softmax_kernels.cu", "csrc/gemm/fp8_gemm_kernel.cu"]
+    # the last: a FetchContent source, its object named by its whole path, its key offline/<folder>/<path>
+    objects = ["csrc/elementwise/topk.cu", "csrc/moe/moe_topk_softmax_kernels.cu", "csrc/gemm/fp8_gemm_kernel.cu",
+               "data/deps/repo-flashinfer/csrc/norm.cu"]
     rules = "".join("build CMakeFiles/ops.dir/%s.o: CUDA_COMPILER__ops_Release /src/%s\n" % (o, o) for o in objects)
     (ninja_dir / "build.ninja").write_text(rules)
-    for done in objects[:2]:
+    for done in objects[:2] + objects[3:]:
         target = ninja_dir / "CMakeFiles" / "ops.dir" / (done + ".o")
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(b"\x7fELF")
     (ninja_dir / ".ninja_log").write_text("# ninja log v7\n0\t35000\t1\tCMakeFiles/ops.dir/%s.o\th\n"
-                                          "0\t134000\t1\tCMakeFiles/ops.dir/%s.o\th\n" % (objects[0], objects[1]))
+                                          "0\t134000\t1\tCMakeFiles/ops.dir/%s.o\th\n"
+                                          "0\t37000\t1\tCMakeFiles/ops.dir/%s.o\th\n" % (objects[0], objects[1], objects[3]))
     (build / "gpufleet-build.status.json").write_text(json.dumps({
         "state": "stopped", "memory_limit_human": "16Gi",
         "attempts": [{"attempt": 1, "jobs": 2, "kind": "oom", "oom_kills": 1}, {"attempt": 2, "jobs": 1, "kind": "interrupted"}]}))
     peaks = tmp_path / "peaks.json"
     keyed = "sgl-kernel@0.3.19/120@7b9156c773f0:" + objects[0] + "#1a2b3c4d"     # as the launcher keys it
     peaks.write_text(json.dumps({"csrc/moe/grouped_topk.cu": {"peak_bytes": 9 * GIB}, keyed: {"peak_bytes": int(0.56 * GIB)},
-                                 objects[1]: {"peak_bytes": int(2.82 * GIB)}}))
+                                 objects[1]: {"peak_bytes": int(2.82 * GIB)},
+                                 "sgl-kernel@0.3.19/120:offline/repo-flashinfer/csrc/norm.cu#1a2b3c4d": {"peak_bytes": int(1.04 * GIB)}}))
     out = tmp_path / "out"
     out.mkdir()
     (out / "processes.json").write_text(json.dumps({"processes": [
@@ -52,11 +56,12 @@ def test_report_attributes_each_process_to_its_own_source(tmp_path):
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stdout
     summary = json.loads((out / "summary.json").read_text())
-    assert (summary["cuda_objects_done"], summary["cuda_objects_total"], summary["oom_kills"]) == (2, 3, 1)
+    assert (summary["cuda_objects_done"], summary["cuda_objects_total"], summary["oom_kills"]) == (3, 4, 1)
     rows = dict((row["object"], row) for row in summary["objects"])
     assert rows[objects[0]]["by_process"] == {"cicc": int(0.53 * GIB)}, rows[objects[0]]
     assert rows[objects[1]]["by_process"] == {"cicc": int(2.82 * GIB), "cudafe++": int(2.10 * GIB)}
     assert rows[objects[0]]["seconds"] == 35.0 and rows[objects[0]]["launcher_peak_bytes"] == int(0.56 * GIB)
+    assert rows[objects[3]]["launcher_peak_bytes"] == int(1.04 * GIB), rows[objects[3]]
     assert "| csrc/elementwise/topk.cu | 35 | 0.56 GiB | 0.53 GiB | - |" in (out / "field-test.md").read_text()
     assert "wheel" not in summary   # none built: nothing claimed
     assert summary["failure"] is None   # no playbook log beside it
