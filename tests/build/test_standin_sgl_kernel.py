@@ -121,6 +121,9 @@ def test_role_builds_sm120_only_and_installs(tmp_path, build_venv):  # noqa: F81
     # keyed by the tree's identity (name, version, archs), the path in it and the compile's arch flags (issue 29 item 7)
     scale = [entry for key, entry in peaks.items() if key.startswith("sgl-kernel@") and ":csrc/scale.cu#" in key]
     assert scale and scale[0].get("peak_bytes", 0) > 0, sorted(peaks)[:20]
+    # a FetchContent source from sgl_kernel_offline_dir: keyed as the census keys it, wherever that folder is
+    mesh = [entry for key, entry in peaks.items() if key.startswith("sgl-kernel@") and ":offline/dep-mesh/src/mesh.cu#" in key]
+    assert mesh and mesh[0].get("peak_bytes", 0) > 0, sorted(peaks)[:20]
 
 
 def test_missing_nested_offline_source_is_named_before_configure(tmp_path, build_venv):  # noqa: F811 pylint: disable=redefined-outer-name
