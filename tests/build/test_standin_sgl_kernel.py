@@ -86,10 +86,12 @@ def test_gencodes_restricted_to_sm120_in_build_ninja(tmp_path):
 
 
 def standin_vars(tmp_path, venv, **more):
-    """conftest's role_vars for the stand-in tree: offline sources, sm120 only, the sm90 target dropped."""
+    """conftest's role_vars for the stand-in tree: offline sources, sm120 only, the sm90 target dropped, a compiler
+    cache of its own (the node's, filled by an earlier run on this machine, made every compile a hit: never learned)."""
     variables = role_vars(tmp_path, venv, sgl_kernel_controller_src=STANDIN, sgl_kernel_import_name="standin_sgl_kernel",
                           sgl_kernel_offline_dir=OFFLINE, sgl_kernel_fetchcontent_offline=True,
-                          sgl_kernel_target_archs="12.0", sgl_kernel_drop_targets="ops_sm90_build")
+                          sgl_kernel_target_archs="12.0", sgl_kernel_drop_targets="ops_sm90_build",
+                          sgl_kernel_compiler_cache_dir=str(tmp_path / "ccache"))
     variables.update(more)
     return variables
 
