@@ -10,6 +10,7 @@ import pytest
 
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.gpufleet.preflight.plugins.filter import admission_config as admission_config_plugin
 from ansible_collections.gpufleet.preflight.plugins.filter.admission_config import admission_config
 from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _admission_settings as _admission
 
@@ -28,9 +29,17 @@ def test_defaults_come_from_the_launcher():
     ({"reserve_bytes": "5 GiB"}, "reserve_bytes"),
     ({"margin": 0.5}, "margin"),
     ({"default_times": "two"}, "default_times"),
+    ({"offline_dir": ["/data/deps"]}, "offline_dir: ['/data/deps'] is not a string"),
     ("nope", "expects a dict"),
 ])
 def test_refused_naming_what_to_fix(settings, named):
     with pytest.raises(AnsibleFilterError) as refused:
         admission_config(settings)
     assert named in str(refused.value)
+
+
+def test_the_filters_documentation_names_every_setting():
+    """DEFAULTS is the one registry of the launcher's settings; the filter's description names each (a setting added
+    there and not here was undocumented)."""
+    missing = [name for name in _admission.DEFAULTS if "C(%s)" % name not in admission_config_plugin.DOCUMENTATION]
+    assert missing == []

@@ -124,7 +124,7 @@ def test_close_attempt_adds_a_peak_reached_after_the_last_sample():
 
 # ---------------------------------------------------------------- issue 17 item 4: honest progress
 
-from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _timeline  # noqa: E402
+from ansible_collections.gpufleet.preflight.plugins.module_utils._build import _admission_policy, _timeline  # noqa: E402
 
 PTXAS = (b"ptxas info    : Compiling entry function '_ZN7cutlass6KernelINS_4gemm6kernel13GemmUniversalIJiiiiEEEEvNT_6Params"
          b"E' for 'sm_120a'\nptxas info    : Function properties for _ZN7cutlass6Kernel\n    0 bytes stack frame, 0 bytes "
@@ -379,6 +379,7 @@ def test_a_cold_builds_eta_takes_the_census_at_this_builds_pace(tmp_path, monkey
     ({"CMakeFiles/o.dir/data/deps/repo-x/csrc/a.cu.o": 10.0}, {"csrc/a.cu": 20.0, "csrc/b.cu": 80.0}, 1, None),
 ])
 def test_paced_eta(durations, known, parallel, expected):
+    assert _timeline.OFFLINE == _admission_policy.OFFLINE, "the ETA matches offline sources by the launcher's key"
     assert _timeline.paced_eta(durations, known, parallel) == expected
     assert source_of_output("CMakeFiles/ops.dir/csrc/a.cu.o") == "csrc/a.cu"
     assert source_of_output("lib/libops.so") is None
