@@ -222,3 +222,32 @@ def test_an_oom_killed_compile_is_learned_at_what_its_tree_held_and_refused_when
                                        stdout=subprocess.PIPE, universal_newlines=True, check=True).stdout)
     assert [row["source"] for row in report["too_big"]] == ["t:gemm.c"] and report["too_big"][0]["oom_killed"], report
     assert "t:gemm.c (more than 0.3 GiB: OOM-killed holding that)" in report["message"], report
+
+
+def test_what_a_node_learned_is_published_as_a_census_that_refuses_a_smaller_node_before_any_compile(tmp_path):
+    """Issue 35 item 7, a census fleets publish: two real compiles (holding about 120 and 40 MiB) learned on one node;
+    ``--census`` prints them as a census of the tree; a second node that learned nothing, given that file, names the
+    heavy source and the smallest memory limit that builds it before any compile (``--check``)."""
+    src, state = tmp_path / "src", tmp_path / "state"
+    sources(src, heavy=(120, 0.5), light=(40, 0.3))
+    config = write_config(tmp_path / "c.json", state_dir=str(state), peaks_path=str(tmp_path / "peaks.json"),
+                          root=str(src), budget_bytes=1024 * MIB, cpus=2, tree="t@1/120")
+    publish = [sys.executable, ADMISSION, "--config=" + config, "--census"]
+    early = subprocess.run(publish, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True)
+    assert early.returncode == 1 and "nothing learned yet of t@1/120" in early.stderr and not early.stdout, early
+    finish(compile_(config, src, "heavy.c", tmp_path), compile_(config, src, "light.c", tmp_path))
+    published = subprocess.run(publish, stdout=subprocess.PIPE, universal_newlines=True, check=True).stdout
+    document = json.loads(published)
+    assert document["format"] == "gpufleet-admission-census/1" and document["tree"] == "t@1/120", document
+    assert sorted(document["sources"]) == ["heavy.c", "light.c"], document
+    heavy, light = document["sources"]["heavy.c"], document["sources"]["light.c"]
+    assert heavy["peak_bytes"] >= 120 * MIB > 100 * MIB > light["peak_bytes"] >= 40 * MIB and heavy["seconds"] >= 0.5, document
+    (tmp_path / "census.json").write_text(published)
+    other = write_config(tmp_path / "other.json", state_dir=str(tmp_path / "state2"), peaks_path=str(tmp_path / "other.peaks"),
+                         root=str(src), budget_bytes=100 * MIB, cpus=2, tree="t@1/120", census=[str(tmp_path / "census.json")])
+    report = json.loads(subprocess.run([sys.executable, ADMISSION, "--config=" + other, "--check"], stdout=subprocess.PIPE,
+                                       universal_newlines=True, check=True).stdout)
+    assert [row["source"] for row in report["too_big"]] == ["census:heavy.c"], report
+    assert "heavy.c (0.1 GiB in the shipped census)" in report["message"], report
+    assert report["smallest_limit_bytes"] >= heavy["peak_bytes"], report
+    assert not (tmp_path / "state2" / "ledger.log").exists()    # refused before any compile: nothing ran there

@@ -24,6 +24,7 @@ import json
 import os
 import resource
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -429,17 +430,33 @@ def check(config, out=sys.stdout):
     return 0
 
 
+def publish(config, out=sys.stdout):
+    """``--census``: what this node learned of the config's tree as a census (docs/build.md, "The census") - the file a
+    fleet ships or seeds its next nodes with (``census: [paths]``)."""
+    if not config.get("tree"):
+        sys.stderr.write("gpufleet-admit: --census needs the config's tree (the key its sources are learned under)\n")
+        return 2
+    measured = "learned by the admission launcher on %s, %s (%s)" % (
+        socket.gethostname(), time.strftime("%Y-%m-%d", time.gmtime()), config["peaks_path"])
+    document = census.census_of(node_peaks(config), config["tree"], measured)
+    if not document["sources"]:
+        sys.stderr.write("gpufleet-admit: nothing learned yet of %s in %s\n" % (config["tree"], config["peaks_path"]))
+        return 1
+    out.write(json.dumps(document, indent=1, sort_keys=True) + "\n")
+    return 0
+
+
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     config_path, checking = None, False
-    while argv and (argv[0].startswith("--config=") or argv[0] == "--check"):
+    while argv and (argv[0].startswith("--config=") or argv[0] in ("--check", "--census")):
         option = argv.pop(0)
-        checking = checking or option == "--check"
+        checking = option if option in ("--check", "--census") else checking
         config_path = option.split("=", 1)[1] if "=" in option else config_path
     if argv and argv[0] == "--":
         argv.pop(0)
-    if not argv and not (checking and config_path):
-        sys.stderr.write("gpufleet-admit: usage: gpufleet_admit.py --config=FILE [--check | [--] COMPILER ARGS...]\n")
+    if not argv and not (checking and config_path) or checking and argv:
+        sys.stderr.write("gpufleet-admit: usage: gpufleet_admit.py --config=FILE [--check | --census | [--] COMPILER ARGS...]\n")
         return 2
     config = key = None
     if config_path:
@@ -448,8 +465,10 @@ def main(argv=None):
         except ValueError as exc:
             sys.stderr.write("gpufleet-admit: %s: %s\n" % (config_path, exc))
             return 2
-        if checking:
+        if checking == "--check":
             return check(config)
+        if checking:
+            return publish(config)
         key = policy.source_key(policy.source_of(argv[1:]), config.get("root"), tree=config.get("tree"), flags=policy.flags_id(argv[1:]),
                                 offline=config.get("offline_dir"))
     if config is None or key is None:   # not a compile of a source: run it as is

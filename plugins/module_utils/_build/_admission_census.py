@@ -44,6 +44,22 @@ def census_peaks(census, tree):
                 if isinstance(path, str) and policy.valid_peak(entry))
 
 
+def census_of(peaks, tree, measured):
+    """A census of ``tree`` from what a node learned (its peaks.json, seeds included, or the fleet's merge): per path
+    the finished entry with the largest peak - a source built with several flag sets needs the most of them - with
+    its time, threads and phases. Killed and stopped compiles are left out (a census says what a compile needs, learned
+    where it finished), as are census entries (a census is never made of another)."""
+    sources = {}
+    for key, entry in policy.merge_peaks(peaks).items():
+        if not key.startswith(tree + ":") or entry.get("killed") or entry.get("stopped"):
+            continue
+        path, kept = policy.path_of(key), sources.get(policy.path_of(key))
+        if kept is None or entry["peak_bytes"] > kept["peak_bytes"]:
+            sources[path] = dict((name, entry[name]) for name in ("peak_bytes", "seconds", "threads", "phases")
+                                 if entry.get(name) is not None)
+    return {"format": FORMAT, "tree": tree, "measured": measured, "sources": dict(sorted(sources.items()))}
+
+
 def of_tree(peaks, tree):
     """The merged entries of ``tree``'s sources: learned here or seeded, and the census's for the paths nothing
     learned (one entry per source)."""

@@ -126,3 +126,26 @@ def test_the_fastest_fixed_jobs_that_cannot_oom():
     assert census.safe_fixed_jobs(peaks, 64 * GIB - 512 * MIB, 32, TREE) == 4
     assert census.safe_fixed_jobs(peaks, 449 * GIB - 512 * MIB, 112, TREE) == 76
     assert census.safe_fixed_jobs({}, GIB, 2, TREE) is None
+
+
+def test_a_census_is_made_of_what_finished_one_entry_per_path():
+    """``--census`` (a fleet publishing its own): per path the finished entry with the largest peak, its time, threads
+    and phases; killed, stopped, census and other trees' entries left out; bad entries dropped as peaks.json's."""
+    tree = "t@1/120"
+    peaks = {
+        tree + ":a.cu#1": {"peak_bytes": 3 * GIB, "seconds": 90.0, "threads": 1, "phases": [["cicc", 3 * GIB]], "runs": 2, "at": 5},
+        tree + ":a.cu#2": {"peak_bytes": 2 * GIB, "seconds": 60.0, "threads": 2},       # other flags, smaller: not it
+        tree + ":b.cu#1": {"peak_bytes": 1 * GIB, "seconds": 10.0},
+        tree + ":killed.cu#1": {"peak_bytes": 4 * GIB, "seconds": 30.0, "killed": True},
+        tree + ":stopped.cu#1": {"peak_bytes": 1 * GIB, "seconds": 3.0, "stopped": True},
+        tree + ":bad.cu#1": {"peak_bytes": "4GiB", "seconds": 3.0},
+        "census:c.cu": {"peak_bytes": 5 * GIB, "seconds": 50.0},
+        "t@2/120:d.cu#1": {"peak_bytes": 1 * GIB, "seconds": 5.0},
+        "t@1/120@abc:e.cu#1": {"peak_bytes": 1 * GIB, "seconds": 5.0},
+    }
+    document = census.census_of(peaks, tree, "here, today")
+    assert document == {"format": census.FORMAT, "tree": tree, "measured": "here, today", "sources": {
+        "a.cu": {"peak_bytes": 3 * GIB, "seconds": 90.0, "threads": 1, "phases": [["cicc", 3 * GIB]]},
+        "b.cu": {"peak_bytes": 1 * GIB, "seconds": 10.0}}}
+    assert set(census.census_peaks(document, tree)) == {"census:a.cu", "census:b.cu"}, "it reads back as a census"
+    assert census.census_of({}, tree, "x")["sources"] == {}
