@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.." || exit 1
 export PYTHONUNBUFFERED=1
 
 BENCHES=("$@")
-[ ${#BENCHES[@]} -gt 0 ] || BENCHES=(fleet_preflight process_scan argv_scan scale planner timeline_cpu build_holder health_check reports_500 replay replay_product)
+[ ${#BENCHES[@]} -gt 0 ] || BENCHES=(fleet_preflight process_scan argv_scan scale planner timeline_cpu build_holder health_check reports_500 replay replay_product eta_replay)
 failed=()
 for bench in "${BENCHES[@]}"; do
   printf '\n===== bench/%s.py%s =====\n' "$bench" "${GPUFLEET_BENCH_QUICK:+ (quick)}"

@@ -12,9 +12,8 @@ limit less a reserve, re-read at every decision - within the CPUs (nvcc ``--thre
 its default claim, wide. A running compile's reservation follows its process tree (``reservation``). Peaks, times
 and phases are learned per source (``peaks.json``) and may be seeded from other nodes' files. A dead launcher's
 entry is reclaimed and its frozen compile ended; its compiler dies with it (PR_SET_PDEATHSIG). Stdlib only: the role
-copies the files of ``LAUNCHER_FILES`` beside the build (``python gpufleet_admit.py --config=F -- cc ...``). Pure
-functions: tests/unit; the launcher with real processes and cgroups: tests/build.
-"""
+copies the files of ``LAUNCHER_FILES`` beside the build (``python gpufleet_admit.py --config=F -- cc ...``).
+``--check`` and ``--census`` read what the node learned. Pure functions: tests/unit; real processes: tests/build."""
 
 from __future__ import absolute_import, division, print_function
 
@@ -431,16 +430,13 @@ def check(config, out=sys.stdout):
 
 
 def publish(config, out=sys.stdout):
-    """``--census``: what this node learned of the config's tree as a census (docs/build.md, "The census") - the file a
+    """``--census``: what this node learned of the config's tree as a census (docs/build.md, "The census"), the file a
     fleet ships or seeds its next nodes with (``census: [paths]``)."""
-    if not config.get("tree"):
-        sys.stderr.write("gpufleet-admit: --census needs the config's tree (the key its sources are learned under)\n")
-        return 2
-    measured = "learned by the admission launcher on %s, %s (%s)" % (
-        socket.gethostname(), time.strftime("%Y-%m-%d", time.gmtime()), config["peaks_path"])
-    document = census.census_of(node_peaks(config), config["tree"], measured)
+    tree, where = config.get("tree"), config["peaks_path"]
+    document = census.census_of(node_peaks(config), tree, "learned by the admission launcher on %s, %s (%s)" % (
+        socket.gethostname(), time.strftime("%Y-%m-%d", time.gmtime()), where)) if tree else {"sources": {}}
     if not document["sources"]:
-        sys.stderr.write("gpufleet-admit: nothing learned yet of %s in %s\n" % (config["tree"], config["peaks_path"]))
+        sys.stderr.write("gpufleet-admit: nothing learned yet of %s in %s\n" % (tree or "a tree (the config names none)", where))
         return 1
     out.write(json.dumps(document, indent=1, sort_keys=True) + "\n")
     return 0
@@ -465,10 +461,8 @@ def main(argv=None):
         except ValueError as exc:
             sys.stderr.write("gpufleet-admit: %s: %s\n" % (config_path, exc))
             return 2
-        if checking == "--check":
-            return check(config)
         if checking:
-            return publish(config)
+            return (check if checking == "--check" else publish)(config)
         key = policy.source_key(policy.source_of(argv[1:]), config.get("root"), tree=config.get("tree"), flags=policy.flags_id(argv[1:]),
                                 offline=config.get("offline_dir"))
     if config is None or key is None:   # not a compile of a source: run it as is

@@ -336,15 +336,20 @@ def rate_eta(done, total, since):
 
 
 SMOOTHED_FLOOR = 0.25
+# the real tree's cold run replayed (bench/eta_replay.py, docs/benchmarks.md "Run F"): from known times the raw
+# estimate was the closest, and a 10-minute constant read up to 20 points further from the truth than 2 minutes
+LEARNED_TAU = 120.0
 
 
 class EtaSmoother(object):
     """The ETA shown: the finish time moves towards each new estimate with a time constant of ``tau`` seconds, so a
     new attempt (a back-off restarts the rate; the field rerun's ETA went from 38 m to 3 h 17 m in three minutes) or
-    a change of basis moves it over minutes, not at once. Kept for the whole build, across attempts."""
+    a change of basis moves it over minutes, not at once. An estimate from known times (basis ``learned``) follows
+    faster (``learned_tau``): it jumps only when a long compile ends, and lagging it read minutes short. Kept for
+    the whole build, across attempts."""
 
-    def __init__(self, tau=600.0):
-        self.tau = float(tau)
+    def __init__(self, tau=600.0, learned_tau=LEARNED_TAU):
+        self.tau, self.learned_tau = float(tau), float(learned_tau)
         self.finish = None
         self.at = None
         self.basis = None
@@ -358,7 +363,8 @@ class EtaSmoother(object):
                 # known times after the rate's guesses: a better-founded estimate is not smoothed into a worse one
                 self.finish = target
             else:
-                self.finish += (1.0 - math.exp(-max(0.0, now - self.at) / self.tau)) * (target - self.finish)
+                tau = self.learned_tau if basis == "learned" else self.tau
+                self.finish += (1.0 - math.exp(-max(0.0, now - self.at) / tau)) * (target - self.finish)
             # never under a share of the newest estimate: a first guess made of quick C++ steps put the finish
             # 15 s ahead, the clock passed it and the real tree's cold field run showed 0 s with 96 of 155 steps left
             self.finish = max(self.finish, now + SMOOTHED_FLOOR * float(raw))

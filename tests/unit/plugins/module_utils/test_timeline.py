@@ -391,8 +391,11 @@ def test_the_first_known_estimate_replaces_the_rates_guesses():
     eta = _timeline.EtaSmoother()
     eta.update(60.0, "rate", 0.0)
     assert eta.update(1500.0, "learned", 30.0) == 1500.0
-    assert eta.update(3000.0, "learned", 60.0) < 1600.0
+    assert 1700.0 < eta.update(3000.0, "learned", 60.0) < 1900.0    # known times: 2 minutes' constant, not 10
     assert eta.update(100.0, "rate", 90.0) > 1000.0
+    slow = _timeline.EtaSmoother(learned_tau=600.0)
+    slow.update(1500.0, "learned", 30.0)
+    assert slow.update(3000.0, "learned", 60.0) < 1600.0
 
 
 def test_build_progress_counts_the_whole_build_and_falls_back_to_the_rate():
