@@ -235,6 +235,9 @@ def test_what_a_node_learned_is_published_as_a_census_that_refuses_a_smaller_nod
     publish = [sys.executable, ADMISSION, "--config=" + config, "--census"]
     early = subprocess.run(publish, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=False)
     assert early.returncode == 1 and "nothing learned yet of t@1/120" in early.stderr and not early.stdout, early
+    for wrong in ([publish[0], ADMISSION, "--census"], publish + ["cc", "-c", "x.c"]):   # no config; a compile as well
+        refused = subprocess.run(wrong, stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True, check=False)
+        assert refused.returncode == 2 and "usage: gpufleet_admit.py --config=FILE [--check | --census" in refused.stderr, refused
     finish(compile_(config, src, "heavy.c", tmp_path), compile_(config, src, "light.c", tmp_path))
     published = subprocess.run(publish, stdout=subprocess.PIPE, universal_newlines=True, check=True).stdout
     document = json.loads(published)
