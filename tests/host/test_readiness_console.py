@@ -15,12 +15,15 @@ import subprocess
 import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-ARGS = json.dumps({"profiles": [], "min_available_memory": "100TiB"})  # more than any machine: always fails
+# more memory than any machine: always fails, on that check alone - the compilers another test stage runs on this
+# machine meanwhile are allowed (they failed build_processes too and lengthened the message past the bound, in CI)
+ARGS = json.dumps({"profiles": [], "min_available_memory": "100TiB", "max_build_processes": 100000})
 
 
 def adhoc(*extra, **kwargs):
+    # ansible-core 2.19 imports DSA, which cryptography 51 warns of in every process: not this collection's output
     env = dict(os.environ, ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
-               ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, ".tmp", "collections"))
+               ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, ".tmp", "collections"), PYTHONWARNINGS="ignore:DSA is deprecated")
     argv = [os.path.join(REPO, ".venv", "bin", "ansible"), "localhost", "-c", "local", "-m",
             "gpufleet.preflight.readiness", "-a", kwargs.get("args", ARGS)] + list(extra)
     proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=REPO, timeout=300,
